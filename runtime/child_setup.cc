@@ -1,0 +1,95 @@
+// The code between clone and exec. Austere on purpose: no allocation, no logging, no
+// exceptions, no libc function that may take a lock. Runs with CLONE_VM on the parent's
+// memory while the parent is suspended (CLONE_VFORK), so it writes nothing but its own
+// stack and the error pipe.
+#include "runtime/child_setup.h"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace corral::child {
+
+const char* step_name(Step step) {
+  switch (step) {
+    case Step::none: return "none";
+    case Step::signals: return "signals";
+    case Step::setsid: return "setsid";
+    case Step::deathsig: return "deathsig";
+    case Step::fds: return "fds";
+    case Step::chdir: return "chdir";
+    case Step::exec: return "exec";
+  }
+  return "unknown";
+}
+
+namespace {
+
+[[noreturn]] void fail(const ChildPlan& plan, Step step, int err) {
+  ChildError e{step, err};
+  // A short write to a pipe of this size is atomic; nothing useful to do if it fails.
+  [[maybe_unused]] auto n = ::write(plan.error_fd, &e, sizeof e);
+  ::_exit(127);
+}
+
+}  // namespace
+
+int child_main(void* arg) {
+  const ChildPlan& plan = *static_cast<const ChildPlan*>(arg);
+
+  // Handlers belong to the parent's code; ignored signals would survive exec (SIGPIPE!).
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    ::sigaction(sig, &dfl, nullptr);  // EINVAL for the reserved RT signals: harmless
+  }
+
+  // Own session and process group: the engine signals the whole group.
+  if (::setsid() < 0) fail(plan, Step::setsid, errno);
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) fail(plan, Step::deathsig, errno);
+  if (::getppid() != plan.parent_pid) fail(plan, Step::deathsig, ESRCH);
+
+  // Two phases so that a source fd that equals another mapping's target is never clobbered:
+  // first lift every source above all targets, then place them.
+  int lifted[16];
+  if (plan.fd_count > 16) fail(plan, Step::fds, EMFILE);
+  for (std::size_t i = 0; i < plan.fd_count; ++i) {
+    lifted[i] = ::fcntl(plan.fds[i].source, F_DUPFD_CLOEXEC, plan.first_closed_fd);
+    if (lifted[i] < 0) fail(plan, Step::fds, errno);
+  }
+  for (std::size_t i = 0; i < plan.fd_count; ++i) {
+    if (::dup2(lifted[i], plan.fds[i].target) < 0) fail(plan, Step::fds, errno);
+  }
+  // Everything else, the lifted copies and the error pipe included, closes at exec (5.11+).
+  if (::syscall(SYS_close_range, plan.first_closed_fd, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+    fail(plan, Step::fds, errno);
+
+  if (plan.cwd != nullptr && ::chdir(plan.cwd) < 0) fail(plan, Step::chdir, errno);
+
+  ::sigprocmask(SIG_SETMASK, &plan.child_sigmask, nullptr);
+
+  // execvpe's rules: remember EACCES and keep searching; stop at errors that are not about
+  // the path's absence.
+  int err = ENOENT;
+  bool saw_eacces = false;
+  for (std::size_t i = 0; i < plan.exec_path_count; ++i) {
+    ::execve(plan.exec_paths[i], plan.argv, plan.envp);
+    err = errno;
+    if (err == EACCES) {
+      saw_eacces = true;
+      continue;
+    }
+    if (err == ENOENT || err == ENOTDIR || err == ESTALE || err == ENODEV || err == ETIMEDOUT)
+      continue;
+    break;
+  }
+  if ((err == ENOENT || err == ENOTDIR) && saw_eacces) err = EACCES;
+  fail(plan, Step::exec, err);
+}
+
+}  // namespace corral::child

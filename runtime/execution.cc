@@ -1,0 +1,380 @@
+#include "runtime/execution.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+#include <array>
+#include <mutex>
+
+#include "runtime/spawn.h"
+#include "runtime/unique_fd.h"
+
+namespace corral {
+
+namespace {
+
+using asio::awaitable;
+using Clock = std::chrono::steady_clock;
+constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
+
+bool has_nul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
+
+struct Pipe {
+  UniqueFd read, write;
+};
+
+StatusOr<Pipe> make_pipe(bool enlarge) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
+  Pipe p{UniqueFd(fds[0]), UniqueFd(fds[1])};
+  // May fail past /proc/sys/fs/pipe-max-size for an unprivileged user: the pipe still works.
+  if (enlarge) ::fcntl(p.read.get(), F_SETPIPE_SZ, limits::kPipeBytes);
+  return p;
+}
+
+}  // namespace
+
+Status validate(const ExecSpec& spec) {
+  if (spec.shell && !spec.argv.empty()) return Status::invalid("give argv or a shell string, not both");
+  if (!spec.shell && spec.argv.empty()) return Status::invalid("no command: argv is empty");
+  if (spec.shell && spec.shell->empty()) return Status::invalid("the shell string is empty");
+  if (!spec.shell && spec.argv[0].empty()) return Status::invalid("argv[0] is empty");
+  for (const auto& a : spec.argv)
+    if (has_nul(a)) return Status::invalid("an argv entry contains a NUL byte");
+  if (spec.shell && has_nul(*spec.shell)) return Status::invalid("the shell string contains a NUL byte");
+  for (const auto& [name, value] : spec.env) {
+    if (name.empty() || name.find('=') != std::string::npos || has_nul(name))
+      return Status::invalid("bad environment variable name '" + name + "'");
+    if (has_nul(value)) return Status::invalid("environment variable " + name + " contains a NUL byte");
+  }
+  if (has_nul(spec.cwd)) return Status::invalid("cwd contains a NUL byte");
+  if (spec.timeout.count() < 0 || spec.timeout > limits::kMaxTimeout)
+    return Status::invalid("timeout must be between 1ms and " + std::to_string(limits::kMaxTimeout.count()) + "ms");
+  if (spec.grace.count() < 0 || spec.grace > limits::kMaxGrace)
+    return Status::invalid("grace must be between 0 and " + std::to_string(limits::kMaxGrace.count()) + "ms");
+  if (spec.max_output == 0 || spec.max_output > limits::kMaxOutput)
+    return Status::invalid("max output must be between 1 byte and " + std::to_string(limits::kMaxOutput) + " bytes (64M)");
+  if (spec.stdin_data && spec.stdin_data->size() > limits::kMaxStdin)
+    return Status::invalid("stdin is over the " + std::to_string(limits::kMaxStdin) + "-byte limit");
+  return {};
+}
+
+std::vector<std::string> child_environment(const ExecSpec& spec) {
+  std::vector<std::string> env;
+  bool path = false, home = false, tmpdir = false;
+  for (const auto& [name, value] : spec.env) {
+    // A repeated name: the last one wins, as with `env A=1 A=2`.
+    std::string prefix = name + "=";
+    std::erase_if(env, [&](const std::string& e) { return e.rfind(prefix, 0) == 0; });
+    env.push_back(prefix + value);
+    path |= name == "PATH";
+    home |= name == "HOME";
+    tmpdir |= name == "TMPDIR";
+  }
+  if (!path) env.emplace_back("PATH=/usr/local/bin:/usr/bin:/bin");
+  if (!spec.temp_dir.empty()) {
+    if (!home) env.push_back("HOME=" + spec.temp_dir);
+    if (!tmpdir) env.push_back("TMPDIR=" + spec.temp_dir);
+  }
+  return env;
+}
+
+struct Execution::State : std::enable_shared_from_this<State> {
+  State(asio::io_context& io_, ExecSpec spec_, OutputSink sink_, DoneHandler done_)
+      : io(io_), spec(std::move(spec_)), sink(std::move(sink_)), done(std::move(done_)),
+        out(io), err(io), pidfd(io), stdin_w(io), deadline(io), grace_timer(io), gate(io),
+        linger(io) {
+    gate.expires_at(Clock::time_point::max());
+  }
+
+  asio::io_context& io;
+  ExecSpec spec;
+  OutputSink sink;
+  DoneHandler done;
+  Process process;
+  asio::posix::stream_descriptor out, err, pidfd, stdin_w;
+  asio::steady_timer deadline, grace_timer, gate, linger;
+  Clock::time_point started;
+  std::optional<ExitStatus> decided;  // first decision wins
+  ExitInfo exit;
+  Result result;
+  std::uint64_t kept = 0;
+  int parts = 0;  // running coroutines (2 readers + exit watcher)
+  bool spawned = false, paused = false, output_closed = false, finished = false;
+  bool cancelled_before_spawn = false, sigkilled = false;
+
+  void decide(ExitStatus s) {
+    if (!decided) decided = s;
+  }
+
+  // Ends the process group: SIGKILL now, or SIGTERM then SIGKILL after the grace period.
+  void kill_tree(bool graceful) {
+    if (!spawned || process.reaped()) return;
+    if (!graceful || spec.grace.count() == 0) {
+      sigkilled = true;
+      process.signal_group(SIGKILL);
+      return;
+    }
+    process.signal_group(SIGTERM);
+    grace_timer.expires_after(spec.grace);
+    grace_timer.async_wait([self = shared_from_this()](std::error_code ec) {
+      if (!ec && !self->process.reaped()) {
+        self->sigkilled = true;
+        self->process.signal_group(SIGKILL);
+      }
+    });
+  }
+
+  void cancel(bool graceful) {
+    if (finished) return;
+    if (!spawned) {
+      cancelled_before_spawn = true;
+      decide(ExitStatus::cancelled);
+      return;
+    }
+    decide(ExitStatus::cancelled);
+    if (graceful && grace_timer.expiry() > Clock::now()) return;  // already stopping
+    kill_tree(graceful);
+  }
+
+  void close_output() {
+    output_closed = true;
+    std::error_code ignored;
+    out.close(ignored);
+    err.close(ignored);
+    gate.cancel();
+  }
+
+  void set_paused(bool p) {
+    paused = p;
+    if (!p) gate.cancel();
+  }
+
+  // Accounts one read: keeps what fits under the cap, hands it to the sink, and on the first
+  // byte past the cap kills the tree.
+  void take(StreamId id, const char* data, std::size_t n) {
+    if (output_closed) return;
+    std::uint64_t room = spec.max_output - kept;
+    std::size_t keep = static_cast<std::size_t>(std::min<std::uint64_t>(room, n));
+    if (keep > 0) {
+      kept += keep;
+      std::string_view chunk(data, keep);
+      if (id == StreamId::out) {
+        result.out_bytes += keep;
+        if (spec.retain_output) result.out.append(chunk);
+      } else {
+        result.err_bytes += keep;
+        if (spec.retain_output) result.err.append(chunk);
+      }
+      if (sink) sink(id, chunk);
+    }
+    if (keep < n) {
+      result.output_truncated = true;
+      decide(ExitStatus::output_limit);
+      result.message = "output exceeded the " + std::to_string(spec.max_output) + "-byte cap";
+      kill_tree(/*graceful=*/false);
+      close_output();
+    }
+  }
+
+  awaitable<void> read_stream(StreamId id) {
+    auto self = shared_from_this();
+    auto& desc = id == StreamId::out ? out : err;
+    std::array<char, limits::kReadChunk> buf;
+    for (;;) {
+      while (paused && !output_closed) co_await gate.async_wait(use_tuple);
+      if (output_closed || !desc.is_open()) break;
+      auto [ec, n] = co_await desc.async_read_some(asio::buffer(buf), use_tuple);
+      if (n > 0) take(id, buf.data(), n);
+      if (ec) break;  // eof, or closed by close_output()
+    }
+  }
+
+  awaitable<void> watch_exit() {
+    auto self = shared_from_this();
+    co_await pidfd.async_wait(asio::posix::descriptor_base::wait_read, use_tuple);
+    // The leader is a zombie now, which keeps the group id reserved: kill what it left
+    // behind before reaping it.
+    process.signal_group(SIGKILL);
+    process.reap(exit, /*block=*/true);
+    result.wall_ms = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
+    deadline.cancel();
+    grace_timer.cancel();
+    std::error_code ignored;
+    stdin_w.close(ignored);
+    // Output still buffered in the pipes is drained; a descendant that escaped the group
+    // and holds a pipe open gets the grace period, then the pipes are closed.
+    linger.expires_after(std::max(spec.grace, std::chrono::milliseconds(100)));
+    linger.async_wait([self](std::error_code ec) {
+      if (!ec) self->close_output();
+    });
+  }
+
+  awaitable<void> write_stdin() {
+    auto self = shared_from_this();
+    co_await asio::async_write(stdin_w, asio::buffer(*spec.stdin_data), use_tuple);
+    std::error_code ignored;
+    stdin_w.close(ignored);
+  }
+
+  void part_done() {
+    if (--parts == 0) finish();
+  }
+
+  void finish() {
+    finished = true;
+    linger.cancel();
+    deadline.cancel();
+    grace_timer.cancel();
+    std::error_code ignored;
+    stdin_w.close(ignored);
+    result.temp_dir = spec.temp_dir;
+    if (spawned) {
+      result.exit_code = exit.exited ? std::optional<int>(exit.exit_code) : std::nullopt;
+      result.signal = exit.signal;
+      result.user_cpu_ms = exit.user_cpu_ms;
+      result.sys_cpu_ms = exit.sys_cpu_ms;
+      result.max_rss_kb = exit.max_rss_kb;
+      if (decided) result.status = *decided;
+      else result.status = exit.exited ? ExitStatus::exited : ExitStatus::signaled;
+    }
+    if (done) {
+      auto handler = std::move(done);
+      done = nullptr;
+      handler(std::move(result));
+    }
+  }
+
+  void fail_setup(const Status& st) {
+    result.status = st.step() == "validate" || !cancelled_before_spawn ? ExitStatus::setup_error
+                                                                        : ExitStatus::cancelled;
+    result.setup_step = st.step();
+    result.setup_errno = st.err();
+    result.message = st.message();
+    result.wall_ms = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
+    finish();
+  }
+
+  void run() {
+    started = Clock::now();
+    if (cancelled_before_spawn) {
+      result.status = ExitStatus::cancelled;
+      result.message = "cancelled before it started";
+      finish();
+      return;
+    }
+    if (Status st = validate(spec); !st.ok()) return fail_setup(st);
+
+    auto out_pipe = make_pipe(true);
+    if (!out_pipe.ok()) return fail_setup(out_pipe.status());
+    auto err_pipe = make_pipe(true);
+    if (!err_pipe.ok()) return fail_setup(err_pipe.status());
+    UniqueFd stdin_read;
+    UniqueFd stdin_write;
+    if (spec.stdin_data) {
+      auto in_pipe = make_pipe(false);
+      if (!in_pipe.ok()) return fail_setup(in_pipe.status());
+      stdin_read = std::move(in_pipe->read);
+      stdin_write = std::move(in_pipe->write);
+    } else {
+      stdin_read.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      if (!stdin_read) return fail_setup(Status::from_errno("open", errno, "/dev/null"));
+    }
+
+    SpawnSpec ss;
+    ss.argv = spec.shell ? std::vector<std::string>{"/bin/sh", "-c", *spec.shell} : spec.argv;
+    ss.env = child_environment(spec);
+    ss.cwd = spec.cwd.empty() ? spec.temp_dir : spec.cwd;
+    ss.fds = {{stdin_read.get(), 0}, {out_pipe->write.get(), 1}, {err_pipe->write.get(), 2}};
+    auto proc = spawn(ss);
+    if (!proc.ok()) return fail_setup(proc.status());
+    process = std::move(proc).value();
+    spawned = true;
+
+    // The parent keeps only its own ends; the child's copies are closed here.
+    out_pipe->write.reset();
+    err_pipe->write.reset();
+    stdin_read.reset();
+    for (int fd : {out_pipe->read.get(), err_pipe->read.get(), stdin_write.get()})
+      if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    out.assign(out_pipe->read.release());
+    err.assign(err_pipe->read.release());
+    // The pidfd stays owned by `process`; Asio only waits on a duplicate.
+    pidfd.assign(::fcntl(process.pidfd(), F_DUPFD_CLOEXEC, 3));
+
+    if (spec.timeout.count() > 0) {
+      deadline.expires_after(spec.timeout);
+      deadline.async_wait([self = shared_from_this()](std::error_code ec) {
+        if (ec || self->process.reaped()) return;
+        self->result.timed_out = true;
+        self->decide(ExitStatus::timed_out);
+        self->result.message = "timed out after " + std::to_string(self->spec.timeout.count()) + "ms";
+        self->kill_tree(/*graceful=*/true);
+      });
+    }
+    if (decided == ExitStatus::cancelled) kill_tree(false);  // cancelled while spawning
+
+    auto self = shared_from_this();
+    auto on_part = [self](std::exception_ptr) { self->part_done(); };
+    parts = 3;
+    asio::co_spawn(io, read_stream(StreamId::out), on_part);
+    asio::co_spawn(io, read_stream(StreamId::err), on_part);
+    asio::co_spawn(io, watch_exit(), on_part);
+    if (stdin_write) {
+      stdin_w.assign(stdin_write.release());
+      asio::co_spawn(io, write_stdin(), asio::detached);
+    }
+  }
+};
+
+Execution Execution::start(asio::io_context& io, ExecSpec spec, OutputSink sink, DoneHandler done) {
+  // A child that closes its stdin must not kill the supervisor with SIGPIPE; the child
+  // itself gets default dispositions back (child_setup.cc).
+  static std::once_flag sigpipe_once;
+  std::call_once(sigpipe_once, [] { ::signal(SIGPIPE, SIG_IGN); });
+  Execution e;
+  e.state_ = std::make_shared<State>(io, std::move(spec), std::move(sink), std::move(done));
+  asio::post(io, [s = e.state_] { s->run(); });
+  return e;
+}
+
+Execution::Execution(Execution&&) noexcept = default;
+Execution& Execution::operator=(Execution&& o) noexcept {
+  if (this != &o) {
+    if (state_) state_->cancel(false);
+    state_ = std::move(o.state_);
+  }
+  return *this;
+}
+Execution::~Execution() {
+  if (state_) state_->cancel(false);
+}
+
+void Execution::stop() {
+  if (state_) state_->cancel(true);
+}
+void Execution::terminate() {
+  if (state_) state_->cancel(false);
+}
+void Execution::pause_output() {
+  if (state_) state_->set_paused(true);
+}
+void Execution::resume_output() {
+  if (state_) state_->set_paused(false);
+}
+bool Execution::finished() const { return !state_ || state_->finished; }
+pid_t Execution::pid() const { return state_ && state_->spawned ? state_->process.pid() : -1; }
+
+}  // namespace corral

@@ -1,0 +1,86 @@
+// Execution: one command run by the process engine, asynchronously on an Asio io_context.
+//
+// The engine spawns the command (spawn.h), drains stdout and stderr concurrently through
+// 1 MiB pipes, hands every kept chunk to an OutputSink, enforces the output cap and the
+// deadline, and reaps the child through its pidfd. Its outcome, whatever it is (a setup
+// failure included), arrives once through the DoneHandler as a Result.
+//
+// Asio stays out of this header: the io_context is only forward-declared.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "runtime/limits.h"
+#include "runtime/result.h"
+#include "runtime/status.h"
+
+namespace asio {
+class io_context;
+}
+
+namespace corral {
+
+struct ExecSpec {
+  std::vector<std::string> argv;                // exactly one of argv and shell
+  std::optional<std::string> shell;             // run as /bin/sh -c STRING
+  std::vector<std::pair<std::string, std::string>> env;  // the child's whole environment,
+                                                // plus PATH, HOME, TMPDIR defaults if absent
+  std::string cwd;                              // empty: temp_dir
+  std::string temp_dir;                         // the scope's private dir (HOME, TMPDIR)
+  std::optional<std::string> stdin_data;        // absent: stdin is /dev/null
+  std::chrono::milliseconds timeout = limits::kDefaultTimeout;  // zero: no deadline
+  std::chrono::milliseconds grace = limits::kDefaultGrace;      // SIGTERM -> SIGKILL
+  std::uint64_t max_output = limits::kDefaultMaxOutput;         // stdout+stderr, bytes
+  bool retain_output = true;  // keep output in Result::out/err (the sink sees it anyway)
+};
+
+// Checks a spec against the limits in limits.h; the message names the field and the limit.
+Status validate(const ExecSpec& spec);
+// The exact environment the child gets, as "NAME=value" strings.
+std::vector<std::string> child_environment(const ExecSpec& spec);
+
+// Receives each chunk of kept output, in the order read. Called on the io_context's thread.
+using OutputSink = std::function<void(StreamId, std::string_view)>;
+using DoneHandler = std::function<void(Result)>;
+
+class Execution {
+ public:
+  // Starts `spec` on `io` (the spawn itself happens on the io_context's thread). `done` is
+  // called exactly once, never from inside start(). The command belongs to the returned
+  // handle: destroying the handle terminates it (SIGKILL to its process group); `done` is
+  // still called once it is reaped.
+  static Execution start(asio::io_context& io, ExecSpec spec, OutputSink sink, DoneHandler done);
+
+  Execution() = default;
+  Execution(Execution&&) noexcept;
+  Execution& operator=(Execution&&) noexcept;
+  ~Execution();
+
+  // Cancel gracefully: SIGTERM to the group, the spec's grace period, then SIGKILL.
+  void stop();
+  // Cancel now: SIGKILL to the group. Idempotent; also after stop().
+  void terminate();
+  // Back-pressure: while paused the engine reads no more output (the child blocks on a full
+  // pipe). Deadlines and caps still apply.
+  void pause_output();
+  void resume_output();
+
+  bool finished() const;
+  pid_t pid() const;  // -1 before the spawn or after a setup error
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace corral

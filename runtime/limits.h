@@ -1,0 +1,42 @@
+// Limits: every default and maximum corral applies, with its unit and the reason for it.
+// These are the documented defaults of DESIGN.md "Units, defaults, limits"; a request asks
+// for its own values within [minimum, maximum], anything else is refused by name.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace corral::limits {
+
+using std::chrono::milliseconds;
+inline constexpr std::uint64_t KiB = 1024;
+inline constexpr std::uint64_t MiB = 1024 * KiB;
+inline constexpr std::uint64_t GiB = 1024 * MiB;
+
+// Foreground deadline. 120 s suits a build step; the maximum keeps a forgotten request
+// from pinning a slot for a day (configurable with `serve --max-timeout`).
+inline constexpr milliseconds kDefaultTimeout{120'000};
+inline constexpr milliseconds kMaxTimeout{24 * 3600 * 1000};
+// SIGTERM -> SIGKILL delay when a command is stopped (timeout or graceful cancel).
+inline constexpr milliseconds kDefaultGrace{2'000};
+inline constexpr milliseconds kMaxGrace{60'000};
+
+// Output kept per command, stdout and stderr counted together in read order.
+inline constexpr std::uint64_t kDefaultMaxOutput = 1 * MiB;
+inline constexpr std::uint64_t kMaxOutput = 64 * MiB;
+// stdin bytes a request may carry; bounded by the frame limit anyway.
+inline constexpr std::uint64_t kMaxStdin = 8 * MiB;
+
+// Pipes are enlarged to this (F_SETPIPE_SZ): 2.5x the throughput of the 64 KiB default.
+inline constexpr int kPipeBytes = 1 * MiB;
+// One read from a command's pipe, and so the largest output chunk sent to a client.
+inline constexpr std::size_t kReadChunk = 64 * KiB;
+
+// Supervisor resources (`serve` flags of the same names).
+inline constexpr std::uint32_t kDefaultMaxFrame = 16 * MiB;   // --max-frame
+inline constexpr unsigned kDefaultMaxConnections = 256;       // --max-connections
+inline constexpr unsigned kDefaultMaxInFlight = 64;           // --max-in-flight, per connection
+// Bytes queued for one client before its commands' output is paused (--max-queued).
+inline constexpr std::uint64_t kDefaultMaxQueued = 4 * MiB;
+
+}  // namespace corral::limits

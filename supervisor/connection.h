@@ -1,0 +1,74 @@
+// Connection: one client of the supervisor. A reader coroutine verifies and dispatches
+// frames; a writer coroutine drains a queue of reply frames; both own the socket. The
+// connection's implicit scope owns everything it started: when the client goes away every
+// command is terminated, reaped, and the scope's temp dir removed.
+//
+// Back-pressure: output chunks are queued for the client; past `max_queued` bytes every
+// command of this connection stops being read (its pipe fills, the command blocks) until
+// the queue drains to half.
+#pragma once
+
+#include <sys/types.h>
+
+#include <asio/io_context.hpp>
+#include <asio/local/stream_protocol.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/awaitable.hpp>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+
+#include "runtime/execution.h"
+#include "supervisor/context.h"
+#include "supervisor/scope.h"
+#include "worker_proto/codec.h"
+#include "worker_proto/messages.h"
+
+namespace corral::supervisor {
+
+struct Peer {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  pid_t pid = 0;
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(asio::io_context& io, asio::local::stream_protocol::socket socket, Peer peer, Context& ctx);
+  ~Connection();
+
+  void start();
+  // Terminates every command and closes the socket. Idempotent.
+  void close();
+
+ private:
+  asio::awaitable<void> reader();
+  asio::awaitable<void> writer();
+  void dispatch(const proto::Message& msg);
+  void on_hello(const proto::Message& msg);
+  void on_exec(const proto::Message& msg);
+  void on_cancel(const proto::Message& msg);
+  void on_status(const proto::Message& msg);
+  void on_exec_done(std::uint64_t id, const ExecSpec& spec, Result result);
+  void queue(proto::Frame frame);
+  void send_error(std::uint64_t id, proto::ErrorCode code, std::string_view message);
+  void update_backpressure();
+  std::vector<proto::LayerInfo> layer_infos() const;
+
+  asio::io_context& io_;
+  asio::local::stream_protocol::socket socket_;
+  Peer peer_;
+  Context& ctx_;
+  Scope scope_;
+  asio::steady_timer writer_wake_;
+  std::deque<proto::Frame> queue_;
+  std::uint64_t queued_bytes_ = 0;
+  std::map<std::uint64_t, Execution> running_;
+  bool hello_done_ = false;
+  bool closed_ = false;
+  bool flush_then_close_ = false;  // a fatal error frame is queued; close once it is written
+  bool paused_ = false;
+};
+
+}  // namespace corral::supervisor

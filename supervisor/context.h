@@ -1,0 +1,24 @@
+// State every connection of one supervisor shares: its options, the host layer report,
+// and the counters `corral status` prints. Single-threaded: only the event loop touches it.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "runtime/probe.h"
+#include "supervisor/server.h"
+
+namespace corral::supervisor {
+
+inline constexpr const char* kServerVersion = "corral 0.1.0";
+
+struct Context {
+  ServerOptions options;
+  std::vector<LayerReport> layers;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  unsigned connections = 0;
+  unsigned running_commands = 0;
+};
+
+}  // namespace corral::supervisor

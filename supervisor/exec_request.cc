@@ -1,0 +1,112 @@
+#include "supervisor/exec_request.h"
+
+#include "runtime/units.h"
+#include "worker_proto/messages.h"
+
+namespace corral::supervisor {
+
+using std::chrono::milliseconds;
+
+StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& options) {
+  ExecSpec spec;
+  if (req.argv()) {
+    for (const auto* a : *req.argv()) spec.argv.push_back(a ? a->str() : std::string());
+  }
+  if (req.shell()) spec.shell = req.shell()->str();
+  if (req.env()) {
+    for (const auto* e : *req.env()) {
+      if (!e || !e->name()) return Status::invalid("an environment entry has no name");
+      spec.env.emplace_back(e->name()->str(), proto::str(e->value()));
+    }
+  }
+  if (req.cwd()) {
+    spec.cwd = req.cwd()->str();
+    if (spec.cwd.empty() || spec.cwd[0] != '/')
+      return Status::invalid("cwd must be an absolute path, got '" + spec.cwd + "'");
+  }
+  if (req.stdin()) spec.stdin_data.emplace(reinterpret_cast<const char*>(req.stdin()->data()), req.stdin()->size());
+
+  spec.timeout = req.timeout_ms() ? milliseconds(req.timeout_ms()) : limits::kDefaultTimeout;
+  if (req.timeout_ms() > static_cast<std::uint64_t>(options.max_timeout.count()))
+    return Status::invalid("timeout " + format_duration(milliseconds(req.timeout_ms())) +
+                           " is over the maximum " + format_duration(options.max_timeout) +
+                           " (serve --max-timeout)");
+  if (req.grace_ms() > static_cast<std::uint64_t>(limits::kMaxGrace.count()))
+    return Status::invalid("grace " + format_duration(milliseconds(req.grace_ms())) +
+                           " is over the maximum " + format_duration(limits::kMaxGrace));
+  spec.grace = req.grace_ms() ? milliseconds(req.grace_ms()) : limits::kDefaultGrace;
+  if (req.max_output_bytes() > limits::kMaxOutput)
+    return Status::invalid("max output " + format_size(req.max_output_bytes()) +
+                           " is over the maximum " + format_size(limits::kMaxOutput));
+  spec.max_output = req.max_output_bytes() ? req.max_output_bytes() : limits::kDefaultMaxOutput;
+  // Output reaches the client as chunks; the supervisor does not keep a second copy.
+  spec.retain_output = false;
+  if (Status st = validate(spec); !st.ok()) return st;
+  return spec;
+}
+
+proto::Frame make_exec_result(std::uint64_t request_id, const Result& r) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  auto enforced = fbb.CreateVectorOfStrings(r.enforced);
+  auto temp_dir = fbb.CreateString(r.temp_dir);
+  auto step = r.setup_step.empty() ? 0 : fbb.CreateString(r.setup_step);
+  auto message = r.message.empty() ? 0 : fbb.CreateString(r.message);
+  proto::ExecResultBuilder b(fbb);
+  b.add_status(static_cast<proto::ExitStatus>(r.status));
+  if (r.exit_code) b.add_exit_code(*r.exit_code);
+  b.add_signal(r.signal);
+  b.add_timed_out(r.timed_out);
+  b.add_output_truncated(r.output_truncated);
+  b.add_wall_ms(r.wall_ms);
+  b.add_user_cpu_ms(r.user_cpu_ms);
+  b.add_sys_cpu_ms(r.sys_cpu_ms);
+  b.add_max_rss_kb(r.max_rss_kb);
+  if (r.memory_peak_kb) b.add_memory_peak_kb(*r.memory_peak_kb);
+  b.add_enforced(enforced);
+  b.add_temp_dir(temp_dir);
+  b.add_setup_step(step);
+  b.add_setup_errno(r.setup_errno);
+  b.add_message(message);
+  b.add_stdout_bytes(r.out_bytes);
+  b.add_stderr_bytes(r.err_bytes);
+  auto body = b.Finish();
+  return proto::finish_frame(fbb, proto::CreateMessage(fbb, request_id, proto::Body::ExecResult, body.Union()));
+}
+
+namespace {
+void append_quoted(std::string& out, std::string_view s) {
+  out.push_back('"');
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c < 0x20 || c == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out.append("\\u00");
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  out.push_back('"');
+}
+}  // namespace
+
+std::string describe_command(const ExecSpec& spec) {
+  std::string out;
+  if (spec.shell) {
+    out = "sh=";
+    append_quoted(out, *spec.shell);
+    return out;
+  }
+  out = "argv=[";
+  for (std::size_t i = 0; i < spec.argv.size(); ++i) {
+    if (i) out.push_back(',');
+    append_quoted(out, spec.argv[i]);
+  }
+  out.push_back(']');
+  return out;
+}
+
+}  // namespace corral::supervisor

@@ -1,0 +1,24 @@
+// Translation between the wire and the engine for one-shot execute: an ExecRequest becomes
+// a runtime ExecSpec (defaults filled, limits checked), a runtime Result becomes the final
+// ExecResult frame.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/execution.h"
+#include "runtime/status.h"
+#include "supervisor/server.h"
+#include "worker_proto/codec.h"
+
+namespace corral::supervisor {
+
+// Fills defaults (0 = default) and refuses what the server's limits do not allow.
+StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& options);
+
+proto::Frame make_exec_result(std::uint64_t request_id, const Result& result);
+
+// One line for the audit log: the command as typed (argv JSON array or shell string).
+std::string describe_command(const ExecSpec& spec);
+
+}  // namespace corral::supervisor

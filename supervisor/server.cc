@@ -1,0 +1,239 @@
+#include "supervisor/server.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/io_context.hpp>
+#include <asio/local/stream_protocol.hpp>
+#include <asio/signal_set.hpp>
+#include <asio/use_awaitable.hpp>
+#include <cstring>
+#include <filesystem>
+#include <list>
+
+#include "runtime/unique_fd.h"
+#include "runtime/units.h"
+#include "supervisor/connection.h"
+#include "worker_proto/messages.h"
+
+namespace corral::supervisor {
+
+namespace {
+
+using asio::local::stream_protocol;
+constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
+
+// The socket's directory: created 0700 if missing, refused if someone else owns it (they
+// could swap the socket under us). With --allow-uid others may traverse it (0711); the
+// peer credential check stays the gate.
+Status prepare_directory(const std::string& dir, bool shared) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Status::error("mkdir", ec.value(), "cannot create socket directory " + dir + ": " + ec.message());
+  }
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) < 0) return Status::from_errno("stat", errno, dir);
+  if (!S_ISDIR(st.st_mode)) return Status::error("stat", ENOTDIR, "socket directory " + dir + " is not a directory");
+  if (st.st_uid != ::geteuid())
+    return Status::error("stat", EPERM, "socket directory " + dir + " is owned by uid " + std::to_string(st.st_uid) +
+                                            ", not by this supervisor's uid " + std::to_string(::geteuid()));
+  // Only a directory of our own whose name is ours to set: never chmod /tmp or /run itself.
+  if (dir != "/" && dir != "/tmp" && dir != "/run" && ::chmod(dir.c_str(), shared ? 0711 : 0700) < 0)
+    return Status::from_errno("chmod", errno, dir);
+  return {};
+}
+
+// Another live supervisor on the path is refused; a stale socket file is replaced.
+Status claim_path(const std::string& path, UniqueFd& lock_fd) {
+  const std::string lock_path = path + ".lock";
+  lock_fd.reset(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!lock_fd) return Status::from_errno("lock", errno, lock_path);
+  if (::flock(lock_fd.get(), LOCK_EX | LOCK_NB) < 0) {
+    char buf[32] = {};
+    [[maybe_unused]] auto n = ::pread(lock_fd.get(), buf, sizeof buf - 1, 0);
+    return Status::error("lock", EADDRINUSE,
+                         "another corral supervisor (pid " + std::string(buf[0] ? buf : "?") +
+                             ") is already serving " + path);
+  }
+  std::string pid = std::to_string(::getpid());
+  if (::ftruncate(lock_fd.get(), 0) == 0) [[maybe_unused]] auto n = ::pwrite(lock_fd.get(), pid.data(), pid.size(), 0);
+
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      return Status::error("bind", EEXIST, path + " exists and is not a socket; refusing to replace it");
+    // Someone (not a corral holding the lock) may still listen there.
+    UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    if (::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0)
+      return Status::error("bind", EADDRINUSE, "a live server already listens on " + path);
+    spdlog::info("replacing stale socket {}", path);
+    ::unlink(path.c_str());
+  }
+  return {};
+}
+
+StatusOr<UniqueFd> listen_on(const std::string& path, bool shared) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path)
+    return Status::error("bind", ENAMETOOLONG, "socket path is too long (" + std::to_string(path.size()) +
+                                                   " bytes; the limit is " + std::to_string(sizeof addr.sun_path - 1) + ")");
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) return Status::from_errno("socket", errno);
+  // The socket is born with its final mode: no window in which it is wider than asked.
+  mode_t old = ::umask(shared ? 0111 : 0177);
+  int rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  int bind_errno = errno;
+  ::umask(old);
+  if (rc < 0) return Status::from_errno("bind", bind_errno, path);
+  if (::listen(fd.get(), 128) < 0) return Status::from_errno("listen", errno, path);
+  return fd;
+}
+
+class Server {
+ public:
+  Server(asio::io_context& io, Context& ctx, UniqueFd listen_fd)
+      : io_(io), ctx_(ctx), acceptor_(io), signals_(io, SIGINT, SIGTERM) {
+    acceptor_.assign(stream_protocol(), listen_fd.release());
+  }
+
+  void start() {
+    signals_.async_wait([this](std::error_code ec, int sig) {
+      if (ec) return;
+      spdlog::info("signal {}: stopping: no new connections, terminating every command", sig);
+      stopping_ = true;
+      std::error_code ignored;
+      acceptor_.close(ignored);
+      for (auto& weak : connections_)
+        if (auto c = weak.lock()) c->close();
+    });
+    asio::co_spawn(io_, accept_loop(), asio::detached);
+  }
+
+ private:
+  asio::awaitable<void> accept_loop() {
+    while (!stopping_) {
+      auto [ec, socket] = co_await acceptor_.async_accept(use_tuple);
+      if (ec) {
+        if (stopping_ || ec == asio::error::operation_aborted) break;
+        spdlog::warn("accept: {}", ec.message());
+        continue;
+      }
+      admit(std::move(socket));
+    }
+  }
+
+  void admit(stream_protocol::socket socket) {
+    std::erase_if(connections_, [](const auto& w) { return w.expired(); });
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+      spdlog::warn("refused a connection: SO_PEERCRED: {}", std::strerror(errno));
+      return;
+    }
+    Peer peer{cred.uid, cred.gid, cred.pid};
+    const bool allowed = cred.uid == ::geteuid() ||
+                         std::find(ctx_.options.allow_uids.begin(), ctx_.options.allow_uids.end(), cred.uid) !=
+                             ctx_.options.allow_uids.end();
+    if (!allowed) {
+      spdlog::warn("refused a connection from uid {} pid {}: not this supervisor's uid and not --allow-uid", cred.uid, cred.pid);
+      refuse(socket, proto::ErrorCode::permission_denied,
+             "uid " + std::to_string(cred.uid) + " may not use this supervisor (serve --allow-uid)");
+      return;
+    }
+    if (ctx_.connections >= ctx_.options.max_connections) {
+      spdlog::warn("refused a connection from pid {}: {} connections open (--max-connections)", cred.pid, ctx_.connections);
+      refuse(socket, proto::ErrorCode::too_many_connections,
+             "the supervisor already has " + std::to_string(ctx_.connections) + " connections (serve --max-connections)");
+      return;
+    }
+    auto c = std::make_shared<Connection>(io_, std::move(socket), peer, ctx_);
+    connections_.push_back(c);
+    c->start();
+  }
+
+  // One best-effort error frame (small enough for the socket buffer), then close.
+  static void refuse(stream_protocol::socket& socket, proto::ErrorCode code, const std::string& message) {
+    proto::Frame f = proto::make_error(0, code, message);
+    [[maybe_unused]] auto n = ::send(socket.native_handle(), f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    std::error_code ignored;
+    socket.close(ignored);
+  }
+
+  asio::io_context& io_;
+  Context& ctx_;
+  stream_protocol::acceptor acceptor_;
+  asio::signal_set signals_;
+  std::list<std::weak_ptr<Connection>> connections_;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+Status validate(const ServerOptions& o) {
+  if (o.socket_path.empty()) return Status::invalid("no socket path");
+  if (o.socket_path[0] != '/') return Status::invalid("socket path must be absolute: " + o.socket_path);
+  if (o.max_connections < 1 || o.max_connections > 65536)
+    return Status::invalid("--max-connections must be between 1 and 65536");
+  if (o.max_in_flight < 1 || o.max_in_flight > 65536)
+    return Status::invalid("--max-in-flight must be between 1 and 65536");
+  if (o.max_queued < 64 * 1024 || o.max_queued > limits::GiB)
+    return Status::invalid("--max-queued must be between 64K and 1G");
+  if (o.max_frame < proto::kMinMaxFrame || o.max_frame > proto::kMaxMaxFrame)
+    return Status::invalid("--max-frame must be between " + format_size(proto::kMinMaxFrame) + " and " +
+                           format_size(proto::kMaxMaxFrame));
+  if (o.max_timeout.count() < 1 || o.max_timeout > limits::kMaxTimeout)
+    return Status::invalid("--max-timeout must be between 1ms and " + format_duration(limits::kMaxTimeout));
+  return {};
+}
+
+Status serve(const ServerOptions& options_in) {
+  ServerOptions options = options_in;
+  if (Status st = validate(options); !st.ok()) return st;
+  if (options.temp_root.empty()) {
+    const char* t = std::getenv("TMPDIR");
+    options.temp_root = (t && *t == '/') ? t : "/tmp";
+  }
+  const bool shared = !options.allow_uids.empty();
+  const std::string dir = std::filesystem::path(options.socket_path).parent_path().string();
+  if (Status st = prepare_directory(dir, shared); !st.ok()) return st;
+  UniqueFd lock_fd;
+  if (Status st = claim_path(options.socket_path, lock_fd); !st.ok()) return st;
+  auto listen_fd = listen_on(options.socket_path, shared);
+  if (!listen_fd.ok()) return listen_fd.status();
+
+  // A peer that vanishes mid-write must not kill us.
+  ::signal(SIGPIPE, SIG_IGN);
+
+  Context ctx;
+  ctx.options = options;
+  ctx.layers = probe_host();
+
+  asio::io_context io(1);
+  Server server(io, ctx, std::move(listen_fd).value());
+  server.start();
+  spdlog::info("corral supervisor pid {} serving {} (max frame {}, max connections {}, max in flight {})", ::getpid(),
+               options.socket_path, format_size(options.max_frame), options.max_connections, options.max_in_flight);
+  io.run();
+  ::unlink(options.socket_path.c_str());
+  ::unlink((options.socket_path + ".lock").c_str());
+  spdlog::info("stopped; socket removed");
+  return {};
+}
+
+}  // namespace corral::supervisor

@@ -1,0 +1,39 @@
+// The supervisor daemon's entry point: `corral serve`.
+//
+// serve() sets up the Unix socket (directory 0700, socket 0600, a lock so that only one
+// supervisor owns a path, a stale socket file replaced), accepts connections whose peer
+// credentials pass, and runs every connection on one Asio event loop until SIGTERM or
+// SIGINT. Then it stops accepting, terminates every command, removes the socket and returns.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/limits.h"
+#include "runtime/status.h"
+
+namespace corral::supervisor {
+
+struct ServerOptions {
+  std::string socket_path;          // required
+  std::vector<uid_t> allow_uids;    // peers besides the supervisor's own uid
+  unsigned max_connections = limits::kDefaultMaxConnections;
+  unsigned max_in_flight = limits::kDefaultMaxInFlight;        // requests per connection
+  std::uint64_t max_queued = limits::kDefaultMaxQueued;        // bytes queued per client
+  std::uint32_t max_frame = limits::kDefaultMaxFrame;          // bytes
+  std::chrono::milliseconds max_timeout = limits::kMaxTimeout; // per request
+  std::string temp_root;            // parent of scope temp dirs; empty: $TMPDIR or /tmp
+};
+
+// Refuses absurd values with a message naming the flag and the limit.
+Status validate(const ServerOptions& options);
+
+// Serves until SIGTERM/SIGINT. Returns a Status only for start-up failures (another
+// supervisor owns the socket, bad directory ownership, bind failure); a clean shutdown is ok.
+Status serve(const ServerOptions& options);
+
+}  // namespace corral::supervisor

@@ -1,0 +1,125 @@
+// corral: one binary, the supervisor (`serve`) and every client command.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "runtime/units.h"
+#include "tools/commands.h"
+#include "worker_proto/client.h"
+
+using namespace corral;
+
+namespace {
+
+const char* kSocketHelp =
+    "supervisor socket (default: $CORRAL_SOCKET, else $XDG_RUNTIME_DIR/corral/corral.sock, "
+    "else /run/corral/corral.sock for root, else /tmp/corral-$UID/corral.sock)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"corral: a sandbox supervisor for AI agents' commands and workers.\n"
+               "Start the supervisor with `corral serve`; every other command is its client."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "corral 0.1.0");
+  const std::string default_socket = proto::default_socket_path();
+
+  // serve
+  supervisor::ServerOptions serve_opts;
+  serve_opts.socket_path = default_socket;
+  std::string log_level = "info";
+  std::string max_queued = format_size(serve_opts.max_queued), max_frame = format_size(serve_opts.max_frame),
+              max_timeout = format_duration(serve_opts.max_timeout);
+  auto* serve = app.add_subcommand("serve", "Run the supervisor in the foreground until SIGTERM/SIGINT.");
+  serve->add_option("--socket", serve_opts.socket_path, kSocketHelp);
+  serve->add_option("--allow-uid", serve_opts.allow_uids,
+                    "also accept peers with this uid (repeatable); the socket then opens to others and "
+                    "the peer credential check is the gate");
+  serve->add_option("--max-connections", serve_opts.max_connections, "simultaneous client connections")
+      ->capture_default_str();
+  serve->add_option("--max-in-flight", serve_opts.max_in_flight, "requests in flight per connection")
+      ->capture_default_str();
+  serve->add_option("--max-queued", max_queued,
+                    "bytes queued for one client before its commands' output is paused (back-pressure)")
+      ->capture_default_str();
+  serve->add_option("--max-frame", max_frame, "largest frame accepted or sent")->capture_default_str();
+  serve->add_option("--max-timeout", max_timeout, "largest timeout a request may ask for")->capture_default_str();
+  serve->add_option("--temp-root", serve_opts.temp_root,
+                    "where scope temp dirs are created (default: $TMPDIR, else /tmp)");
+  serve->add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+
+  // exec
+  cli::ExecOptions exec_opts;
+  exec_opts.socket = default_socket;
+  auto* exec = app.add_subcommand(
+      "exec",
+      "Run a command through the supervisor: `corral exec [OPTIONS] -- PROGRAM ARGS...` or "
+      "`corral exec [OPTIONS] --sh 'STRING'`.\nOutput streams as it arrives. Exit status: the "
+      "command's own; 124 timed out; 125 corral failed; 126 not executable; 127 not found; "
+      "128+N killed by signal N (137 for the output cap, told apart by --json's status).");
+  exec->add_option("--socket", exec_opts.socket, kSocketHelp);
+  exec->add_option("--sh", exec_opts.shell, "run STRING with /bin/sh -c instead of PROGRAM ARGS");
+  exec->add_option("--timeout", exec_opts.timeout,
+                   "deadline: SIGTERM, then SIGKILL after the grace period (500ms, 2s, 1m; bare number = "
+                   "seconds; default 2m)");
+  exec->add_option("--grace", exec_opts.grace, "SIGTERM -> SIGKILL delay on timeout (default 2s)");
+  exec->add_option("--max-output", exec_opts.max_output,
+                   "cap on stdout+stderr together; past it the command is killed (1000, 64K, 1M; "
+                   "default 1M, max 64M)");
+  exec->add_option("--env", exec_opts.env,
+                   "K=V for the command's environment (repeatable); it sees only these plus PATH, HOME "
+                   "and TMPDIR defaults");
+  exec->add_option("--cwd", exec_opts.cwd, "working directory (default: the scope's private temp dir)");
+  exec->add_option("--stdin", exec_opts.stdin_file, "file to feed as stdin; '-' for corral's own stdin "
+                   "(default: /dev/null)");
+  exec->add_flag("--json", exec_opts.json, "print the result record as one JSON object");
+  exec->add_option("command", exec_opts.argv, "PROGRAM ARGS... (after --)");
+
+  // status
+  cli::StatusOptions status_opts;
+  status_opts.socket = default_socket;
+  auto* status = app.add_subcommand("status", "Show the supervisor and what this host can enforce.");
+  status->add_option("--socket", status_opts.socket, kSocketHelp);
+  status->add_flag("--json", status_opts.json, "print as JSON");
+
+  // call
+  cli::CallOptions call_opts;
+  call_opts.socket = default_socket;
+  auto* call = app.add_subcommand(
+      "call",
+      "Send one message written as JSON and print every reply frame as JSON (one per line), "
+      "e.g. corral call '{request_id: 1, body_type: \"ExecRequest\", body: {argv: [\"echo\", \"hi\"]}}'.\n"
+      "The hello is sent for you; a missing request_id becomes 1. Exit 1 if the reply is an Error.");
+  call->add_option("--socket", call_opts.socket, kSocketHelp);
+  call->add_option("--timeout", call_opts.timeout, "give up waiting for the final reply after this long");
+  call->add_option("message", call_opts.json, "the Message as JSON (schema: worker_proto/corral.fbs)")->required();
+  bool call_json = true;
+  call->add_flag("--json", call_json, "accepted for symmetry: call always prints JSON");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  if (*serve) {
+    auto q = parse_size(max_queued);
+    auto f = parse_size(max_frame);
+    auto t = parse_duration(max_timeout);
+    for (const Status* st : {q.ok() ? nullptr : &q.status(), f.ok() ? nullptr : &f.status(),
+                             t.ok() ? nullptr : &t.status()})
+      if (st) return cli::complain(cli::kUsage, st->message());
+    if (*f > 0xffffffffULL) return cli::complain(cli::kUsage, "--max-frame is too large");
+    serve_opts.max_queued = *q;
+    serve_opts.max_frame = static_cast<std::uint32_t>(*f);
+    serve_opts.max_timeout = *t;
+    return cli::run_serve(serve_opts, log_level);
+  }
+  if (*exec) {
+    exec_opts.has_shell = exec->count("--sh") > 0;
+    return cli::run_exec(exec_opts);
+  }
+  if (*status) return cli::run_status(status_opts);
+  if (*call) return cli::run_call(call_opts);
+  return cli::kUsage;
+}

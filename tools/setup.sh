@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian packages corral needs to build and test, and nothing
+# that is already there. Idempotent: a second run installs nothing and prints one line.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config ccache
+  libasio-dev                         # standalone Asio (1.22 on Debian 12)
+  libflatbuffers-dev flatbuffers-compiler
+  libspdlog-dev libfmt-dev
+  libcli11-dev                        # command line parsing
+  doctest-dev libbenchmark-dev
+  libseccomp-dev
+  clang libclang-rt-14-dev            # libFuzzer target for the frame decoder
+  iproute2 procps                     # tests inspect processes and loopback
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

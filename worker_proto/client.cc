@@ -1,0 +1,168 @@
+#include "worker_proto/client.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace corral::proto {
+
+std::string default_socket_path() {
+  if (const char* s = std::getenv("CORRAL_SOCKET"); s && *s) return s;
+  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) return std::string(x) + "/corral/corral.sock";
+  if (::geteuid() == 0) return "/run/corral/corral.sock";
+  return "/tmp/corral-" + std::to_string(::geteuid()) + "/corral.sock";
+}
+
+std::unique_ptr<Client> Client::connect_raw(const std::string& path, std::string& error,
+                                            std::uint32_t max_frame) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) {
+    error = "socket path is too long (" + std::to_string(path.size()) + " bytes; the limit is " +
+            std::to_string(sizeof addr.sun_path - 1) + "): " + path;
+    return nullptr;
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error = std::string("socket: ") + std::strerror(errno);
+    return nullptr;
+  }
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) {
+    int e = errno;
+    ::close(fd);
+    error = "cannot connect to " + path + ": " + std::strerror(e);
+    if (e == ENOENT || e == ECONNREFUSED) error += " (is `corral serve` running?)";
+    return nullptr;
+  }
+  return std::unique_ptr<Client>(new Client(fd, max_frame));
+}
+
+std::unique_ptr<Client> Client::connect(const std::string& path, std::string& error,
+                                        std::string_view client_name, std::uint32_t max_frame) {
+  auto c = connect_raw(path, error, max_frame);
+  if (c && !c->hello(client_name)) {
+    error = c->error();
+    return nullptr;
+  }
+  return c;
+}
+
+Client::~Client() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool Client::fail(std::string message) {
+  error_ = std::move(message);
+  return false;
+}
+
+bool Client::hello(std::string_view client_name) {
+  if (!send(make_hello(client_name))) return false;
+  Received r;
+  if (!receive(r)) return false;
+  if (const Error* e = r.msg->body_as_Error())
+    return fail("the supervisor refused the hello: " + str(e->message()));
+  const HelloReply* h = r.msg->body_as_HelloReply();
+  if (!h) return fail(std::string("expected HelloReply, got ") + body_name(r.msg->body_type()));
+  if (h->protocol_version() != kProtocolVersion)
+    return fail("protocol version mismatch: server " + std::to_string(h->protocol_version()) +
+                ", client " + std::to_string(kProtocolVersion));
+  layers_ = read_layers(h->layers());
+  server_version_ = str(h->server_version());
+  server_max_frame_ = h->max_frame_bytes();
+  return true;
+}
+
+bool Client::send_bytes(const void* data, std::size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return fail(std::string("send: ") + std::strerror(errno));
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+bool Client::send(const Frame& frame) { return send_bytes(frame.data(), frame.size()); }
+
+namespace {
+// Reads exactly n bytes; 0 = ok, -1 = error/EOF (errno 0 on EOF), -2 = timeout.
+int read_exact(int fd, std::uint8_t* p, std::size_t n, int timeout_ms) {
+  while (n > 0) {
+    if (timeout_ms >= 0) {
+      pollfd pfd{fd, POLLIN, 0};
+      int r = ::poll(&pfd, 1, timeout_ms);
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0) return -2;
+    }
+    ssize_t got = ::recv(fd, p, n, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      if (got == 0) errno = 0;
+      return -1;
+    }
+    p += got;
+    n -= static_cast<std::size_t>(got);
+  }
+  return 0;
+}
+}  // namespace
+
+bool Client::receive(Received& out, int timeout_ms) {
+  std::uint8_t header[kHeaderBytes];
+  int rc = read_exact(fd_, header, sizeof header, timeout_ms);
+  if (rc == -2) return fail("timed out waiting for the supervisor");
+  if (rc < 0)
+    return fail(errno ? std::string("receive: ") + std::strerror(errno)
+                      : std::string("the supervisor closed the connection"));
+  std::uint32_t n = read_length(header);
+  if (n > max_frame_)
+    return fail("the supervisor sent a frame of " + std::to_string(n) + " bytes, over the " +
+                std::to_string(max_frame_) + "-byte limit");
+  out.payload.resize(n);
+  rc = read_exact(fd_, out.payload.data(), n, timeout_ms);
+  if (rc == -2) return fail("timed out waiting for the supervisor");
+  if (rc < 0) return fail("the supervisor closed the connection mid-frame");
+  DecodeError err;
+  out.msg = verify_payload(out.payload, max_frame_, err);
+  if (!out.msg) return fail("bad frame from the supervisor: " + err.message);
+  return true;
+}
+
+bool Client::exec(std::uint64_t request_id, const ExecArgs& args, const ChunkFn& on_chunk,
+                  ExecReply& reply) {
+  if (!send(make_exec(request_id, args))) return false;
+  for (;;) {
+    Received r;
+    if (!receive(r)) return false;
+    if (r.msg->request_id() != request_id) {
+      // A connection-level error (id 0) ends this exchange too.
+      if (r.msg->request_id() == 0 && r.msg->body_type() == Body::Error) {
+        reply.final = std::move(r);
+        return true;
+      }
+      continue;
+    }
+    if (const OutputChunk* c = r.msg->body_as_OutputChunk()) {
+      std::string_view data;
+      if (c->data()) data = {reinterpret_cast<const char*>(c->data()->data()), c->data()->size()};
+      (c->stream() == Stream::err ? reply.err : reply.out).append(data);
+      if (on_chunk) on_chunk(c->stream(), data);
+      continue;
+    }
+    reply.final = std::move(r);
+    return true;
+  }
+}
+
+}  // namespace corral::proto

@@ -1,0 +1,84 @@
+// The C++ client library: a blocking connection to a corral supervisor, used by the CLI
+// and the tests. One Client is one connection; it is not thread-safe.
+//
+// connect() says hello and keeps the server's reply (version, layers). send()/receive()
+// move single frames; exec() runs one command to its final reply, passing output chunks to
+// a callback as they arrive. Failures return false with a message in error(); the
+// connection is then best closed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "worker_proto/codec.h"
+#include "worker_proto/messages.h"
+
+namespace corral::proto {
+
+// The default socket path (DESIGN.md): $CORRAL_SOCKET, else $XDG_RUNTIME_DIR/corral/corral.sock,
+// else /run/corral/corral.sock for root, else /tmp/corral-$UID/corral.sock.
+std::string default_socket_path();
+
+// A received, verified message together with the bytes it points into.
+struct Received {
+  std::vector<std::uint8_t> payload;
+  const Message* msg = nullptr;
+};
+
+// What exec() collects: the final message (ExecResult, or Error) and the streamed output.
+struct ExecReply {
+  Received final;
+  std::string out, err;
+  const ExecResult* result() const { return final.msg ? final.msg->body_as_ExecResult() : nullptr; }
+  const Error* error() const { return final.msg ? final.msg->body_as_Error() : nullptr; }
+};
+
+class Client {
+ public:
+  // Connects to `path` and exchanges hellos. nullptr on failure, with the reason in `error`.
+  static std::unique_ptr<Client> connect(const std::string& path, std::string& error,
+                                         std::string_view client_name = "corral-client",
+                                         std::uint32_t max_frame = kDefaultMaxFrame);
+  // Connects without the hello (for tests of what a server does before it).
+  static std::unique_ptr<Client> connect_raw(const std::string& path, std::string& error,
+                                             std::uint32_t max_frame = kDefaultMaxFrame);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  bool send(const Frame& frame);
+  bool send_bytes(const void* data, std::size_t n);  // raw bytes, for malformed-input tests
+  // Blocks until one frame arrives (or `timeout_ms` passes; -1 waits forever).
+  bool receive(Received& out, int timeout_ms = -1);
+
+  using ChunkFn = std::function<void(Stream, std::string_view)>;
+  // Sends an ExecRequest with `request_id` and collects replies for that id until its final
+  // reply. Frames for other ids are dropped. `on_chunk` may be empty.
+  bool exec(std::uint64_t request_id, const ExecArgs& args, const ChunkFn& on_chunk, ExecReply& reply);
+
+  const std::string& error() const { return error_; }
+  const std::vector<LayerInfo>& layers() const { return layers_; }
+  const std::string& server_version() const { return server_version_; }
+  std::uint32_t server_max_frame() const { return server_max_frame_; }
+  int fd() const { return fd_; }
+
+ private:
+  Client(int fd, std::uint32_t max_frame) : fd_(fd), max_frame_(max_frame) {}
+  bool fail(std::string message);
+  bool hello(std::string_view client_name);
+
+  int fd_;
+  std::uint32_t max_frame_;
+  std::string error_;
+  std::vector<LayerInfo> layers_;
+  std::string server_version_;
+  std::uint32_t server_max_frame_ = 0;
+};
+
+}  // namespace corral::proto

@@ -1,0 +1,35 @@
+// JSON <-> Message, with FlatBuffers' own JSON support and the schema embedded in the
+// binary (corral.fbs). Lets every message be driven from a shell (`corral call`).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "worker_proto/codec.h"
+
+namespace corral::proto {
+
+// The schema text compiled into the binary.
+std::string_view embedded_schema();
+
+class JsonCodec {
+ public:
+  // Parses the embedded schema. `strict` prints quoted keys (valid JSON for jq & co).
+  static std::unique_ptr<JsonCodec> create(bool strict, std::string& error);
+  ~JsonCodec();
+
+  // A Message written as JSON -> a frame. False with `error` on a parse error.
+  bool to_frame(std::string_view json, Frame& frame, std::string& error);
+  // A verified payload -> JSON text (one line).
+  bool to_json(std::span<const std::uint8_t> payload, std::string& json, std::string& error);
+
+  struct Impl;
+
+ private:
+  explicit JsonCodec(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace corral::proto

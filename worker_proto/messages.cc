@@ -1,0 +1,100 @@
+#include "worker_proto/messages.h"
+
+namespace corral::proto {
+namespace {
+
+template <class T>
+Frame finish(flatbuffers::FlatBufferBuilder& fbb, std::uint64_t id, flatbuffers::Offset<T> body) {
+  auto msg = CreateMessage(fbb, id, BodyTraits<T>::enum_value, body.Union());
+  return finish_frame(fbb, msg);
+}
+
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<Layer>>> write_layers(
+    flatbuffers::FlatBufferBuilder& fbb, const std::vector<LayerInfo>& layers) {
+  std::vector<flatbuffers::Offset<Layer>> v;
+  for (const auto& l : layers)
+    v.push_back(CreateLayer(fbb, fbb.CreateString(l.name), l.available, fbb.CreateString(l.reason)));
+  return fbb.CreateVector(v);
+}
+
+}  // namespace
+
+Frame make_hello(std::string_view client_name) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  auto name = fbb.CreateString(client_name);
+  return finish(fbb, 0, CreateHello(fbb, kProtocolVersion, name));
+}
+
+Frame make_hello_reply(std::string_view server_version, const std::vector<LayerInfo>& layers,
+                       std::uint32_t max_frame) {
+  flatbuffers::FlatBufferBuilder fbb(512);
+  auto version = fbb.CreateString(server_version);
+  auto ls = write_layers(fbb, layers);
+  return finish(fbb, 0, CreateHelloReply(fbb, kProtocolVersion, version, ls, max_frame));
+}
+
+Frame make_exec(std::uint64_t request_id, const ExecArgs& a) {
+  flatbuffers::FlatBufferBuilder fbb(256 + (a.stdin_data ? a.stdin_data->size() : 0));
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>> argv;
+  if (!a.argv.empty()) argv = fbb.CreateVectorOfStrings(a.argv);
+  flatbuffers::Offset<flatbuffers::String> shell;
+  if (a.shell) shell = fbb.CreateString(*a.shell);
+  std::vector<flatbuffers::Offset<EnvVar>> env;
+  for (const auto& [k, v] : a.env) env.push_back(CreateEnvVar(fbb, fbb.CreateString(k), fbb.CreateString(v)));
+  auto env_v = env.empty() ? 0 : fbb.CreateVector(env);
+  auto cwd = a.cwd.empty() ? 0 : fbb.CreateString(a.cwd);
+  flatbuffers::Offset<flatbuffers::Vector<std::uint8_t>> in;
+  if (a.stdin_data)
+    in = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(a.stdin_data->data()), a.stdin_data->size());
+  ExecRequestBuilder b(fbb);
+  b.add_argv(argv);
+  b.add_shell(shell);
+  if (!env.empty()) b.add_env(env_v);
+  b.add_cwd(cwd);
+  b.add_stdin(in);
+  b.add_timeout_ms(a.timeout_ms);
+  b.add_grace_ms(a.grace_ms);
+  b.add_max_output_bytes(a.max_output_bytes);
+  return finish(fbb, request_id, b.Finish());
+}
+
+Frame make_output(std::uint64_t request_id, Stream stream, std::string_view data) {
+  flatbuffers::FlatBufferBuilder fbb(data.size() + 64);
+  auto bytes = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(data.data()), data.size());
+  return finish(fbb, request_id, CreateOutputChunk(fbb, stream, bytes));
+}
+
+Frame make_cancel(std::uint64_t request_id, bool force) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  return finish(fbb, request_id, CreateCancel(fbb, force));
+}
+
+Frame make_status_request(std::uint64_t request_id) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  return finish(fbb, request_id, CreateStatusRequest(fbb));
+}
+
+Frame make_status_reply(std::uint64_t request_id, const StatusInfo& info) {
+  flatbuffers::FlatBufferBuilder fbb(1024);
+  auto version = fbb.CreateString(info.server_version);
+  auto layers = write_layers(fbb, info.layers);
+  auto path = fbb.CreateString(info.socket_path);
+  return finish(fbb, request_id,
+                CreateStatusReply(fbb, version, kProtocolVersion, layers, info.pid, info.uptime_ms,
+                                  info.connections, info.running_commands, path));
+}
+
+Frame make_error(std::uint64_t request_id, ErrorCode code, std::string_view message) {
+  flatbuffers::FlatBufferBuilder fbb(128 + message.size());
+  auto m = fbb.CreateString(message);
+  return finish(fbb, request_id, CreateError(fbb, code, m));
+}
+
+std::vector<LayerInfo> read_layers(const flatbuffers::Vector<flatbuffers::Offset<Layer>>* v) {
+  std::vector<LayerInfo> out;
+  if (!v) return out;
+  for (const Layer* l : *v) out.push_back({str(l->name()), l->available(), str(l->reason())});
+  return out;
+}
+
+}  // namespace corral::proto

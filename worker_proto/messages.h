@@ -1,0 +1,58 @@
+// Builders for the messages both sides send, so no caller hand-assembles a FlatBuffer.
+// Each returns a complete frame (header + payload) for codec.h.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "worker_proto/codec.h"
+
+namespace corral::proto {
+
+// A layer of the host capability report (HelloReply, StatusReply).
+struct LayerInfo {
+  std::string name;
+  bool available = false;
+  std::string reason;
+};
+
+// The fields of an ExecRequest in plain C++. Zero means "the supervisor's default".
+struct ExecArgs {
+  std::vector<std::string> argv;
+  std::optional<std::string> shell;
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string cwd;
+  std::optional<std::string> stdin_data;
+  std::uint64_t timeout_ms = 0;
+  std::uint64_t grace_ms = 0;
+  std::uint64_t max_output_bytes = 0;
+};
+
+Frame make_hello(std::string_view client_name);
+Frame make_hello_reply(std::string_view server_version, const std::vector<LayerInfo>& layers,
+                       std::uint32_t max_frame);
+Frame make_exec(std::uint64_t request_id, const ExecArgs& args);
+Frame make_output(std::uint64_t request_id, Stream stream, std::string_view data);
+Frame make_cancel(std::uint64_t request_id, bool force);
+Frame make_status_request(std::uint64_t request_id);
+// What `corral status` shows about a running supervisor.
+struct StatusInfo {
+  std::string server_version;
+  std::vector<LayerInfo> layers;
+  std::uint32_t pid = 0;
+  std::uint64_t uptime_ms = 0;
+  std::uint32_t connections = 0;
+  std::uint32_t running_commands = 0;
+  std::string socket_path;
+};
+Frame make_status_reply(std::uint64_t request_id, const StatusInfo& info);
+Frame make_error(std::uint64_t request_id, ErrorCode code, std::string_view message);
+
+std::vector<LayerInfo> read_layers(const flatbuffers::Vector<flatbuffers::Offset<Layer>>* v);
+inline std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+}  // namespace corral::proto
