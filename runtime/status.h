@@ -55,7 +55,9 @@ class [[nodiscard]] StatusOr {
   const T& value() const& { return std::get<T>(v_); }
   T&& value() && { return std::get<T>(std::move(v_)); }
   T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
 
  private:
   std::variant<T, Status> v_;

@@ -1,0 +1,340 @@
+// The process engine on its own: no socket, no FlatBuffers.
+#include <doctest/doctest.h>
+
+#include <asio/steady_timer.hpp>
+#include <set>
+
+#include "runtime/spawn.h"
+#include "tests/test_util.h"
+
+using namespace corral;
+using namespace corral::test;
+using namespace std::chrono_literals;
+
+namespace {
+std::string pattern(std::size_t n) {
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>('a' + i % 26);
+  return s;
+}
+}  // namespace
+
+TEST_CASE("exit codes and signals are values") {
+  auto r = run(helper_spec({"exit", "7"})).result;
+  CHECK(r.status == ExitStatus::exited);
+  CHECK(r.exit_code == 7);
+  CHECK(cli_exit_code(r) == 7);
+
+  r = run(helper_spec({"exit", "0"})).result;
+  CHECK(r.status == ExitStatus::exited);
+  CHECK(r.exit_code == 0);
+
+  r = run(helper_spec({"signal", "11"})).result;
+  CHECK(r.status == ExitStatus::signaled);
+  CHECK(r.signal == 11);
+  CHECK_FALSE(r.exit_code.has_value());
+  CHECK(cli_exit_code(r) == 128 + 11);
+}
+
+TEST_CASE("failures before exec are structured setup errors") {
+  auto spec = helper_spec({});
+  spec.argv = {"corral-no-such-program"};
+  auto r = run(spec).result;
+  CHECK(r.status == ExitStatus::setup_error);
+  CHECK(r.setup_step == "exec");
+  CHECK(r.setup_errno == ENOENT);
+  CHECK(cli_exit_code(r) == 127);
+
+  TempDir d;
+  std::string plain = d.path() + "/plain";
+  std::ofstream(plain) << "not a program\n";
+  ::chmod(plain.c_str(), 0644);
+  spec.argv = {plain};  // exists, not executable
+  r = run(spec).result;
+  CHECK(r.status == ExitStatus::setup_error);
+  CHECK(r.setup_step == "exec");
+  CHECK(r.setup_errno == EACCES);
+  CHECK(cli_exit_code(r) == 126);
+
+  spec = helper_spec({"exit", "0"});
+  spec.cwd = "/corral-no-such-dir";
+  r = run(spec).result;
+  CHECK(r.status == ExitStatus::setup_error);
+  CHECK(r.setup_step == "chdir");
+  CHECK(r.setup_errno == ENOENT);
+  CHECK(cli_exit_code(r) == 125);
+  CHECK(r.message.find("/corral-no-such-dir") != std::string::npos);
+}
+
+TEST_CASE("a program name is searched in the command's own PATH") {
+  auto spec = helper_spec({});
+  spec.argv = {"corral_test_helper", "exit", "5"};
+  spec.env = {{"PATH", "/nonexistent:" + std::filesystem::path(kHelper).parent_path().string()}};
+  auto r = run(spec).result;
+  CHECK(r.status == ExitStatus::exited);
+  CHECK(r.exit_code == 5);
+}
+
+TEST_CASE("the environment is exactly the spec's plus the defaults") {
+  ::setenv("CORRAL_SUPERVISOR_SECRET", "leak", 1);
+  auto spec = helper_spec({"env"});
+  spec.env = {{"A", "1"}, {"B", "two words"}};
+  spec.temp_dir = "/tmp/corral-scope-test";
+  spec.cwd = "/";
+  auto r = run(spec).result;
+  ::unsetenv("CORRAL_SUPERVISOR_SECRET");
+  REQUIRE(r.status == ExitStatus::exited);
+  std::set<std::string> lines;
+  std::istringstream in(r.out);
+  for (std::string l; std::getline(in, l);) lines.insert(l);
+  CHECK(lines == std::set<std::string>{"A=1", "B=two words", "PATH=/usr/local/bin:/usr/bin:/bin",
+                                        "HOME=/tmp/corral-scope-test", "TMPDIR=/tmp/corral-scope-test"});
+  CHECK(r.out.find("CORRAL_SUPERVISOR_SECRET") == std::string::npos);
+
+  spec.env = {{"HOME", "/h"}, {"PATH", "/bin"}, {"TMPDIR", "/t"}};
+  r = run(spec).result;
+  CHECK(r.out.find("HOME=/h\n") != std::string::npos);
+  CHECK(r.out.find("HOME=/tmp") == std::string::npos);
+  CHECK(r.out.find("TMPDIR=/t\n") != std::string::npos);
+}
+
+TEST_CASE("no fd leaks into the child, and none is left behind in the parent") {
+  int leaky = ::open("/dev/null", O_RDONLY);  // deliberately not O_CLOEXEC
+  REQUIRE(leaky >= 0);
+  auto before = open_fds();
+  auto r = run(helper_spec({"fds"})).result;
+  CHECK(r.out == "0 1 2\n");
+  for (int i = 0; i < 5; ++i) (void)run(helper_spec({"exit", "0"}));
+  (void)run(helper_spec({"corral-unknown-action"}));
+  auto spec = helper_spec({"exit", "0"});
+  spec.cwd = "/nonexistent";
+  (void)run(spec);
+  CHECK(open_fds() == before);
+  ::close(leaky);
+}
+
+TEST_CASE("the working directory defaults to the temp dir") {
+  TempDir d;
+  auto spec = helper_spec({"pwd"});
+  spec.temp_dir = d.path();
+  CHECK(run(spec).result.out == d.path() + "\n");
+  spec.cwd = "/";
+  CHECK(run(spec).result.out == "/\n");
+}
+
+TEST_CASE("stdin: /dev/null by default, the request's bytes otherwise") {
+  auto r = run(helper_spec({"cat"})).result;
+  CHECK(r.status == ExitStatus::exited);
+  CHECK(r.out.empty());
+
+  auto spec = helper_spec({"cat"});
+  spec.stdin_data = pattern(3 << 20);  // larger than any pipe buffer
+  spec.max_output = 4 << 20;
+  r = run(spec).result;
+  CHECK(r.status == ExitStatus::exited);
+  CHECK(r.out == *spec.stdin_data);
+}
+
+TEST_CASE("deadline: SIGTERM, and timed_out") {
+  auto spec = helper_spec({"sleep", "30"});
+  spec.timeout = 200ms;
+  auto r = run(spec).result;
+  CHECK(r.status == ExitStatus::timed_out);
+  CHECK(r.timed_out);
+  CHECK(r.signal == SIGTERM);
+  CHECK_FALSE(r.exit_code.has_value());
+  CHECK(r.wall_ms >= 190);
+  CHECK(r.wall_ms < 10000);  // generous: catches a hang, not a slow machine
+  CHECK(cli_exit_code(r) == 124);
+}
+
+TEST_CASE("deadline: a command ignoring SIGTERM is killed after the grace period") {
+  auto spec = helper_spec({"ignore-term", "30"});
+  spec.timeout = 200ms;
+  spec.grace = 300ms;
+  auto r = run(spec).result;
+  CHECK(r.status == ExitStatus::timed_out);
+  CHECK(r.signal == SIGKILL);
+  CHECK(r.wall_ms >= 450);
+  CHECK(r.wall_ms < 10000);
+}
+
+TEST_CASE("output cap: exactly the first cap bytes are kept, then the command dies") {
+  auto spec = helper_spec({"write", "100000"});
+  spec.max_output = 1234;
+  auto ran = run(spec);
+  auto& r = ran.result;
+  CHECK(r.status == ExitStatus::output_limit);
+  CHECK(r.output_truncated);
+  CHECK(r.out == pattern(1234));
+  CHECK(r.out_bytes == 1234);
+  std::string streamed;
+  for (auto& [s, d] : ran.chunks) streamed += d;
+  CHECK(streamed == r.out);
+  CHECK(cli_exit_code(r) == 137);
+}
+
+TEST_CASE("output cap: both streams count together, in the order read") {
+  auto spec = helper_spec({"write", "200000", "both"});
+  spec.max_output = 5000;
+  auto ran = run(spec);
+  auto& r = ran.result;
+  CHECK(r.status == ExitStatus::output_limit);
+  CHECK(r.out.size() + r.err.size() == 5000);
+  CHECK(r.out_bytes + r.err_bytes == 5000);
+  std::string out, err;
+  for (auto& [s, d] : ran.chunks) (s == StreamId::out ? out : err) += d;
+  CHECK(out == r.out);
+  CHECK(err == r.err);
+}
+
+TEST_CASE("output cap: output of exactly the cap is not truncated") {
+  auto spec = helper_spec({"write", "4096"});
+  spec.max_output = 4096;
+  auto r = run(spec).result;
+  CHECK(r.status == ExitStatus::exited);
+  CHECK_FALSE(r.output_truncated);
+  CHECK(r.out == pattern(4096));
+}
+
+TEST_CASE("a large output streams through intact") {
+  auto spec = helper_spec({"write", std::to_string(8 << 20)});
+  spec.max_output = 8 << 20;
+  auto r = run(spec).result;
+  CHECK(r.status == ExitStatus::exited);
+  CHECK(r.out.size() == std::size_t(8 << 20));
+  CHECK(r.out == pattern(8 << 20));
+}
+
+TEST_CASE("stop and terminate: cancelled, the whole group killed") {
+  TempDir d;
+  std::string pidfile = d.path() + "/pids";
+  asio::io_context io;
+  Result result;
+  auto e = Execution::start(io, helper_spec({"tree", pidfile, "3"}), nullptr, [&](Result r) { result = std::move(r); });
+  asio::steady_timer poll(io);
+  std::function<void()> check = [&] {
+    if (std::filesystem::exists(pidfile)) {
+      e.terminate();
+      e.terminate();  // idempotent
+      return;
+    }
+    poll.expires_after(10ms);
+    poll.async_wait([&](std::error_code) { check(); });
+  };
+  check();
+  io.run();
+  CHECK(result.status == ExitStatus::cancelled);
+  CHECK(result.signal == SIGKILL);
+  auto pids = read_pids(pidfile);
+  REQUIRE(pids.size() == 4);
+  for (pid_t p : pids) {
+    CAPTURE(p);
+    CHECK(wait_until([&] { return !running(p); }, 5s));
+  }
+}
+
+TEST_CASE("stop: SIGTERM, grace, then SIGKILL for a command that ignores SIGTERM") {
+  asio::io_context io;
+  Result result;
+  auto spec = helper_spec({"ignore-term", "30"});
+  spec.grace = 200ms;
+  auto e = Execution::start(io, spec, nullptr, [&](Result r) { result = std::move(r); });
+  asio::steady_timer t(io);
+  t.expires_after(200ms);
+  t.async_wait([&](std::error_code) { e.stop(); });
+  io.run();
+  CHECK(result.status == ExitStatus::cancelled);
+  CHECK(result.signal == SIGKILL);
+  CHECK(result.wall_ms >= 380);
+}
+
+TEST_CASE("dropping the handle kills the command and the done handler still runs once") {
+  TempDir d;
+  std::string pidfile = d.path() + "/pids";
+  asio::io_context io;
+  int calls = 0;
+  Result result;
+  {
+    auto e = Execution::start(io, helper_spec({"tree", pidfile, "1"}), nullptr, [&](Result r) {
+      ++calls;
+      result = std::move(r);
+    });
+    io.run_for(std::chrono::milliseconds(10));
+    REQUIRE(wait_until([&] { return std::filesystem::exists(pidfile); }, 10s));
+  }
+  io.run();
+  CHECK(calls == 1);
+  CHECK(result.status == ExitStatus::cancelled);
+  for (pid_t p : read_pids(pidfile)) CHECK(wait_until([&] { return !running(p); }, 5s));
+}
+
+TEST_CASE("what a command leaves running in its group dies when it exits") {
+  auto spec = helper_spec({});
+  spec.argv.clear();
+  spec.shell = "sleep 30 & echo $!";
+  auto r = run(spec).result;
+  CHECK(r.status == ExitStatus::exited);
+  CHECK(r.wall_ms < 10000);
+  pid_t bg = std::atoi(r.out.c_str());
+  REQUIRE(bg > 0);
+  CHECK(wait_until([&] { return !running(bg); }, 5s));
+}
+
+TEST_CASE("back-pressure: a paused execution stops reading; resuming drains it") {
+  asio::io_context io;
+  std::size_t got = 0;
+  Result result;
+  auto spec = helper_spec({"write", std::to_string(16 << 20)});
+  spec.max_output = 16 << 20;
+  spec.retain_output = false;
+  Execution e;
+  e = Execution::start(
+      io, spec, [&](StreamId, std::string_view d) { got += d.size(); },
+      [&](Result r) { result = std::move(r); });
+  e.pause_output();
+  io.run_for(500ms);
+  // Paused from the start: at most what one read could take before the pause applied.
+  CHECK(got <= limits::kReadChunk);
+  CHECK_FALSE(e.finished());
+  e.resume_output();
+  io.run();
+  CHECK(result.status == ExitStatus::exited);
+  CHECK(got == std::size_t(16 << 20));
+  CHECK(result.out.empty());  // not retained
+  CHECK(result.out_bytes == std::size_t(16 << 20));
+}
+
+TEST_CASE("absurd specs are refused by name") {
+  ExecSpec s;
+  CHECK(validate(s).message().find("argv is empty") != std::string::npos);
+  s.argv = {"x"};
+  s.shell = "y";
+  CHECK_FALSE(validate(s).ok());
+  s.shell.reset();
+  s.max_output = 0;
+  CHECK(validate(s).message().find("max output") != std::string::npos);
+  s.max_output = limits::kMaxOutput + 1;
+  CHECK_FALSE(validate(s).ok());
+  s.max_output = 10;
+  s.timeout = limits::kMaxTimeout + 1ms;
+  CHECK(validate(s).message().find("timeout") != std::string::npos);
+  s.timeout = 1s;
+  s.argv = {std::string("a\0b", 3)};
+  CHECK(validate(s).message().find("NUL") != std::string::npos);
+  s.argv = {"x"};
+  s.env = {{"A=B", "c"}};
+  CHECK_FALSE(validate(s).ok());
+}
+
+TEST_CASE("spawn() directly: the pidfd reports exit, rusage is filled") {
+  SpawnSpec s;
+  s.argv = {kHelper, "exit", "3"};
+  auto p = spawn(s);
+  REQUIRE(p.ok());
+  ExitInfo info;
+  REQUIRE(p->reap(info, true));
+  CHECK(info.exited);
+  CHECK(info.exit_code == 3);
+  CHECK(info.max_rss_kb > 0);
+}

@@ -1,0 +1,494 @@
+// End to end: the real `corral serve` on a private socket, driven through the CLI and the
+// client library as a user would.
+#include <doctest/doctest.h>
+
+#include <sys/socket.h>
+
+#include <map>
+
+#include "tests/test_util.h"
+#include "worker_proto/messages.h"
+
+using namespace corral;
+using namespace corral::test;
+using namespace std::chrono_literals;
+using proto::Body;
+using proto::ErrorCode;
+
+namespace {
+
+proto::ExecArgs helper_args(std::vector<std::string> args) {
+  proto::ExecArgs a;
+  a.argv = {kHelper};
+  a.argv.insert(a.argv.end(), args.begin(), args.end());
+  return a;
+}
+
+// Receives frames until one for `id` that is final (not an OutputChunk).
+bool final_for(proto::Client& c, std::uint64_t id, proto::Received& out, int timeout_ms = 30000) {
+  for (;;) {
+    if (!c.receive(out, timeout_ms)) return false;
+    if (out.msg->request_id() == id && out.msg->body_type() != Body::OutputChunk) return true;
+  }
+}
+
+std::uint64_t rss_kb(pid_t pid) {
+  std::istringstream in(read_file("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("corral exec -- echo hi, through the real binary") {
+  Server s;
+  auto r = cli({"exec", "--", "echo", "hi"}, s.socket());
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "hi\n");
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("CLI exit statuses follow DESIGN.md") {
+  Server s;
+  CHECK(cli({"exec", "--", kHelper, "exit", "7"}, s.socket()).exit_code == 7);
+  CHECK(cli({"exec", "--", "corral-no-such-program"}, s.socket()).exit_code == 127);
+  CHECK(cli({"exec", "--", "/etc/passwd"}, s.socket()).exit_code == 126);
+  CHECK(cli({"exec", "--cwd", "/corral-no-such-dir", "--", "true"}, s.socket()).exit_code == 125);
+  CHECK(cli({"exec", "--timeout", "200ms", "--", kHelper, "sleep", "30"}, s.socket()).exit_code == 124);
+  CHECK(cli({"exec", "--max-output", "10", "--", kHelper, "write", "1000"}, s.socket()).exit_code == 137);
+  CHECK(cli({"exec", "--", kHelper, "signal", "15"}, s.socket()).exit_code == 128 + 15);
+  auto sh = cli({"exec", "--sh", "echo out; echo err >&2; exit 4"}, s.socket());
+  CHECK(sh.exit_code == 4);
+  CHECK(sh.out == "out\n");
+  CHECK(sh.err == "err\n");
+}
+
+TEST_CASE("CLI usage errors: absurd values are refused with exit 2 and a message") {
+  Server s;
+  for (std::vector<std::string> bad : std::vector<std::vector<std::string>>{
+           {"exec", "--timeout", "0", "--", "true"},
+           {"exec", "--timeout", "-1", "--", "true"},
+           {"exec", "--timeout", "10years", "--", "true"},
+           {"exec", "--timeout", "25h", "--", "true"},
+           {"exec", "--max-output", "65M", "--", "true"},
+           {"exec", "--max-output", "0", "--", "true"},
+           {"exec", "--env", "NOEQUALS", "--", "true"},
+           {"exec"},
+           {"exec", "--sh", "true", "--", "true"}}) {
+    CAPTURE(bad);
+    auto r = cli(bad, s.socket());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("corral: ") == 0);
+  }
+  // The server is still serving.
+  CHECK(cli({"exec", "--", "true"}, s.socket()).exit_code == 0);
+}
+
+TEST_CASE("CLI --json prints the result record") {
+  Server s;
+  auto r = cli({"exec", "--json", "--max-output", "10", "--", kHelper, "write", "100"}, s.socket());
+  CHECK(r.exit_code == 137);
+  CHECK(r.out.find("\"status\":\"output_limit\"") != std::string::npos);
+  CHECK(r.out.find("\"output_truncated\":true") != std::string::npos);
+  CHECK(r.out.find("\"stdout\":\"abcdefghij\"") != std::string::npos);
+  for (const char* key : {"\"exit_code\":", "\"signal\":", "\"timed_out\":false", "\"stderr\":\"\"", "\"wall_ms\":",
+                          "\"user_cpu_ms\":", "\"sys_cpu_ms\":", "\"max_rss_kb\":", "\"memory_peak_kb\":", "\"enforced\":[",
+                          "\"temp_dir\":\""}) {
+    CAPTURE(key);
+    CHECK(r.out.find(key) != std::string::npos);
+  }
+  r = cli({"exec", "--json", "--", "corral-no-such-program"}, s.socket());
+  CHECK(r.exit_code == 127);
+  CHECK(r.out.find("\"status\":\"setup_error\"") != std::string::npos);
+  CHECK(r.out.find("\"setup_step\":\"exec\"") != std::string::npos);
+  CHECK(r.out.find("\"setup_errno\":2") != std::string::npos);
+  CHECK(r.out.find("\"exit_code\":null") != std::string::npos);
+  // Invalid UTF-8 output still prints as valid JSON.
+  r = cli({"exec", "--json", "--sh", "printf 'a\\377b'"}, s.socket());
+  CHECK(r.out.find("\"stdout\":\"a\xEF\xBF\xBD" "b\"") != std::string::npos);
+}
+
+TEST_CASE("CLI output streams as it arrives, also into a file") {
+  Server s;
+  TempDir d;
+  std::string out = d.path() + "/out";
+  pid_t pid = spawn_process({kCorral, "exec", "--socket", s.socket(), "--sh", "echo first; sleep 3; echo second"},
+                            out, d.path() + "/err");
+  CHECK(wait_until([&] { return read_file(out) == "first\n"; }, 2500ms));
+  CHECK(running(pid));  // still waiting for "second"
+  int status = wait_process(pid);
+  CHECK(WIFEXITED(status));
+  CHECK(read_file(out) == "first\nsecond\n");
+}
+
+TEST_CASE("the supervisor's environment does not leak; the audit log records each launch") {
+  Server s({}, {"CORRAL_SUPERVISOR_SECRET=leak"});
+  auto r = cli({"exec", "--env", "MINE=1", "--", kHelper, "env"}, s.socket());
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("MINE=1\n") != std::string::npos);
+  CHECK(r.out.find("CORRAL_SUPERVISOR_SECRET") == std::string::npos);
+  std::string log = s.log();
+  CHECK(log.find("launch peer_uid=" + std::to_string(::geteuid())) != std::string::npos);
+  CHECK(log.find("argv=[\"" + kHelper + "\",\"env\"]") != std::string::npos);
+  CHECK(log.find("status=exited exit_code=0") != std::string::npos);
+}
+
+TEST_CASE("many requests in flight on one connection, each with exactly one final reply") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  for (std::uint64_t id : {11, 12, 13}) REQUIRE(c->send(proto::make_exec(id, helper_args({"sleep", "0.3"}))));
+  REQUIRE(c->send(proto::make_status_request(14)));
+  std::map<std::uint64_t, int> finals;
+  while (finals.size() < 4) {
+    proto::Received r;
+    REQUIRE(c->receive(r, 30000));
+    REQUIRE(r.msg->body_type() != Body::Error);
+    finals[r.msg->request_id()]++;
+    if (auto* e = r.msg->body_as_ExecResult()) CHECK(e->status() == proto::ExitStatus::exited);
+  }
+  CHECK(finals == std::map<std::uint64_t, int>{{11, 1}, {12, 1}, {13, 1}, {14, 1}});
+  // Nothing more arrives.
+  proto::Received extra;
+  CHECK_FALSE(c->receive(extra, 300));
+}
+
+TEST_CASE("a reused in-flight id is refused; the first request is unaffected") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  REQUIRE(c->send(proto::make_exec(7, helper_args({"sleep", "0.5"}))));
+  REQUIRE(c->send(proto::make_exec(7, helper_args({"exit", "3"}))));
+  proto::Received r;
+  REQUIRE(c->receive(r, 30000));
+  REQUIRE(r.msg->body_type() == Body::Error);
+  CHECK(r.msg->request_id() == 7);
+  CHECK(r.msg->body_as_Error()->code() == ErrorCode::duplicate_request_id);
+  REQUIRE(final_for(*c, 7, r));
+  REQUIRE(r.msg->body_type() == Body::ExecResult);
+  CHECK(r.msg->body_as_ExecResult()->status() == proto::ExitStatus::exited);
+  CHECK(*r.msg->body_as_ExecResult()->exit_code() == 0);
+}
+
+TEST_CASE("cancel: terminate now, stop gracefully, unknown ids refused") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  REQUIRE(c->send(proto::make_exec(1, helper_args({"sleep", "30"}))));
+  REQUIRE(c->send(proto::make_cancel(1, /*force=*/true)));
+  proto::Received r;
+  REQUIRE(final_for(*c, 1, r, 10000));
+  auto* res = r.msg->body_as_ExecResult();
+  REQUIRE(res);
+  CHECK(res->status() == proto::ExitStatus::cancelled);
+  CHECK(res->signal() == SIGKILL);
+
+  auto a = helper_args({"ignore-term", "30"});
+  a.grace_ms = 200;
+  REQUIRE(c->send(proto::make_exec(2, a)));
+  std::this_thread::sleep_for(100ms);
+  REQUIRE(c->send(proto::make_cancel(2, /*force=*/false)));
+  REQUIRE(final_for(*c, 2, r, 10000));
+  res = r.msg->body_as_ExecResult();
+  REQUIRE(res);
+  CHECK(res->status() == proto::ExitStatus::cancelled);
+  CHECK(res->signal() == SIGKILL);
+  CHECK(res->wall_ms() >= 250);
+
+  REQUIRE(c->send(proto::make_cancel(99, true)));
+  REQUIRE(c->receive(r, 10000));
+  CHECK(r.msg->request_id() == 99);
+  REQUIRE(r.msg->body_type() == Body::Error);
+  CHECK(r.msg->body_as_Error()->code() == ErrorCode::unknown_request_id);
+}
+
+TEST_CASE("requests before the hello are refused") {
+  Server s;
+  std::string err;
+  auto c = proto::Client::connect_raw(s.socket(), err);
+  REQUIRE(c);
+  REQUIRE(c->send(proto::make_status_request(5)));
+  proto::Received r;
+  REQUIRE(c->receive(r, 10000));
+  REQUIRE(r.msg->body_type() == Body::Error);
+  CHECK(r.msg->body_as_Error()->code() == ErrorCode::hello_required);
+  CHECK(r.msg->request_id() == 5);
+}
+
+TEST_CASE("a malformed frame gets an error frame; that connection and others keep working") {
+  Server s;
+  auto c = s.connect();
+  auto other = s.connect();
+  REQUIRE(c);
+  REQUIRE(other);
+  std::vector<std::uint8_t> garbage = {16, 0, 0, 0, 1, 2, 3, 4, 'C', 'R', 'L', '1', 9, 9, 9, 9, 9, 9, 9, 9};
+  REQUIRE(c->send_bytes(garbage.data(), garbage.size()));
+  proto::Received r;
+  REQUIRE(c->receive(r, 10000));
+  REQUIRE(r.msg->body_type() == Body::Error);
+  CHECK(r.msg->body_as_Error()->code() == ErrorCode::malformed);
+  CHECK(r.msg->request_id() == 0);
+
+  // A well-formed message the client must not send.
+  REQUIRE(c->send(proto::make_error(3, ErrorCode::internal, "hi")));
+  REQUIRE(c->receive(r, 10000));
+  CHECK(r.msg->body_as_Error()->code() == ErrorCode::malformed);
+
+  proto::ExecReply reply;
+  REQUIRE(c->exec(2, helper_args({"exit", "0"}), nullptr, reply));
+  REQUIRE(reply.result());
+  CHECK(reply.result()->status() == proto::ExitStatus::exited);
+  REQUIRE(other->exec(3, helper_args({"exit", "0"}), nullptr, reply));
+  CHECK(reply.result()->status() == proto::ExitStatus::exited);
+}
+
+TEST_CASE("an oversized length prefix is refused at once and the connection closed") {
+  Server s({"--max-frame", "1M"});
+  auto c = s.connect();
+  auto other = s.connect();
+  REQUIRE(c);
+  std::uint8_t header[4] = {0xff, 0xff, 0xff, 0x7f};  // ~2 GiB announced, nothing sent
+  REQUIRE(c->send_bytes(header, 4));
+  proto::Received r;
+  REQUIRE(c->receive(r, 5000));
+  REQUIRE(r.msg->body_type() == Body::Error);
+  CHECK(r.msg->body_as_Error()->code() == ErrorCode::frame_too_large);
+  CHECK_FALSE(c->receive(r, 5000));  // closed
+  proto::ExecReply reply;
+  REQUIRE(other->exec(1, helper_args({"exit", "0"}), nullptr, reply));
+  CHECK(reply.result()->status() == proto::ExitStatus::exited);
+  CHECK(rss_kb(s.pid()) < 200 * 1024);  // nothing of that size was allocated
+}
+
+TEST_CASE("invalid requests are refused with a message naming the limit") {
+  Server s({"--max-timeout", "1m"});
+  auto c = s.connect();
+  REQUIRE(c);
+  auto a = helper_args({"exit", "0"});
+  a.timeout_ms = 120'000;
+  proto::ExecReply reply;
+  REQUIRE(c->exec(1, a, nullptr, reply));
+  REQUIRE(reply.error());
+  CHECK(reply.error()->code() == ErrorCode::invalid_request);
+  CHECK(proto::str(reply.error()->message()).find("1m") != std::string::npos);
+
+  a = helper_args({"exit", "0"});
+  a.max_output_bytes = 65 << 20;
+  REQUIRE(c->exec(2, a, nullptr, reply));
+  REQUIRE(reply.error());
+  CHECK(proto::str(reply.error()->message()).find("64M") != std::string::npos);
+
+  a = {};
+  REQUIRE(c->exec(3, a, nullptr, reply));
+  REQUIRE(reply.error());
+  CHECK(reply.error()->code() == ErrorCode::invalid_request);
+
+  a = helper_args({"exit", "0"});
+  a.cwd = "relative/dir";
+  REQUIRE(c->exec(4, a, nullptr, reply));
+  REQUIRE(reply.error());
+
+  REQUIRE(c->exec(0, helper_args({"exit", "0"}), nullptr, reply));
+  REQUIRE(reply.error());
+  CHECK(reply.error()->code() == ErrorCode::invalid_request);
+}
+
+TEST_CASE("a client killed mid-command: the command's whole group dies, no zombie") {
+  Server s;
+  TempDir d;
+  std::string pidfile = d.path() + "/pids";
+  pid_t cli_pid = spawn_process({kCorral, "exec", "--socket", s.socket(), "--", kHelper, "tree", pidfile, "2"},
+                                d.path() + "/out", d.path() + "/err");
+  REQUIRE(wait_until([&] { return std::filesystem::exists(pidfile); }, 10s));
+  auto pids = read_pids(pidfile);
+  REQUIRE(pids.size() == 3);
+  ::kill(cli_pid, SIGKILL);
+  wait_process(cli_pid);
+  for (pid_t p : pids) {
+    CAPTURE(p);
+    // Gone entirely: not running and not a zombie the supervisor forgot to reap.
+    CHECK(wait_until([&] { return !exists(p); }, 5s));
+  }
+  CHECK(cli({"exec", "--", "true"}, s.socket()).exit_code == 0);
+}
+
+TEST_CASE("the scope's temp dir is private and removed when the connection closes") {
+  Server s;
+  std::string dir;
+  {
+    auto c = s.connect();
+    REQUIRE(c);
+    proto::ExecReply reply;
+    REQUIRE(c->exec(1, helper_args({"pwd"}), nullptr, reply));
+    dir = reply.out.substr(0, reply.out.size() - 1);
+    CHECK(dir == proto::str(reply.result()->temp_dir()));
+    struct stat st {};
+    REQUIRE(::stat(dir.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0700);
+    proto::ExecArgs touch;
+    touch.shell = "echo x > f";
+    REQUIRE(c->exec(2, touch, nullptr, reply));
+    CHECK(std::filesystem::exists(dir + "/f"));
+  }
+  CHECK(wait_until([&] { return !std::filesystem::exists(dir); }, 5s));
+}
+
+TEST_CASE("a client that does not read slows its command instead of growing the supervisor") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  const std::size_t total = 48u << 20;
+  auto a = helper_args({"write", std::to_string(total)});
+  a.max_output_bytes = 64u << 20;
+  REQUIRE(c->send(proto::make_exec(1, a)));
+  std::this_thread::sleep_for(1500ms);
+  // Queue limit 4 MiB + socket buffers + pipe: far below the 48 MiB the command wants to write.
+  CHECK(rss_kb(s.pid()) < 40 * 1024);
+  std::size_t got = 0;
+  proto::Received r;
+  for (;;) {
+    REQUIRE(c->receive(r, 30000));
+    if (auto* chunk = r.msg->body_as_OutputChunk()) {
+      got += chunk->data()->size();
+      continue;
+    }
+    break;
+  }
+  REQUIRE(r.msg->body_type() == Body::ExecResult);
+  CHECK(r.msg->body_as_ExecResult()->status() == proto::ExitStatus::exited);
+  CHECK(got == total);
+}
+
+TEST_CASE("limits: connections and requests in flight") {
+  Server s({"--max-connections", "2", "--max-in-flight", "1"});
+  auto a = s.connect();
+  auto b = s.connect();
+  REQUIRE(a);
+  REQUIRE(b);
+  std::string err;
+  auto third = proto::Client::connect(s.socket(), err);
+  CHECK(third == nullptr);
+  CHECK(err.find("--max-connections") != std::string::npos);
+
+  REQUIRE(a->send(proto::make_exec(1, helper_args({"sleep", "0.5"}))));
+  REQUIRE(a->send(proto::make_exec(2, helper_args({"exit", "0"}))));
+  proto::Received r;
+  REQUIRE(a->receive(r, 10000));
+  CHECK(r.msg->request_id() == 2);
+  REQUIRE(r.msg->body_type() == Body::Error);
+  CHECK(r.msg->body_as_Error()->code() == ErrorCode::too_many_requests);
+  REQUIRE(final_for(*a, 1, r));
+  CHECK(r.msg->body_type() == Body::ExecResult);
+}
+
+TEST_CASE("socket: 0700 directory, 0600 socket, one supervisor per path, stale file replaced") {
+  TempDir d;
+  std::string sock = d.path() + "/run/corral.sock";
+  pid_t first = spawn_process({kCorral, "serve", "--socket", sock}, "", d.path() + "/first.log");
+  REQUIRE(wait_until([&] { std::string e; return proto::Client::connect_raw(sock, e) != nullptr; }, 20s));
+  struct stat st {};
+  REQUIRE(::stat((d.path() + "/run").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  REQUIRE(::lstat(sock.c_str(), &st) == 0);
+  CHECK(S_ISSOCK(st.st_mode));
+  CHECK((st.st_mode & 0777) == 0600);
+
+  auto second = cli({"serve", "--socket", sock});
+  CHECK(second.exit_code == 1);
+  CHECK(second.err.find("already serving") != std::string::npos);
+
+  // SIGKILL leaves a stale socket file behind; the next supervisor replaces it.
+  ::kill(first, SIGKILL);
+  wait_process(first);
+  REQUIRE(std::filesystem::exists(sock));
+  pid_t third = spawn_process({kCorral, "serve", "--socket", sock}, "", d.path() + "/third.log");
+  REQUIRE(wait_until([&] { std::string e; return proto::Client::connect_raw(sock, e) != nullptr; }, 20s));
+  CHECK(cli({"exec", "--", "true"}, sock).exit_code == 0);
+  ::kill(third, SIGTERM);
+  int status = wait_process(third);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_FALSE(std::filesystem::exists(sock));
+}
+
+TEST_CASE("SIGTERM: the supervisor terminates its commands, removes the socket and exits 0") {
+  Server s;
+  TempDir d;
+  std::string pidfile = d.path() + "/pids";
+  auto c = s.connect();
+  REQUIRE(c);
+  REQUIRE(c->send(proto::make_exec(1, helper_args({"tree", pidfile, "1"}))));
+  REQUIRE(wait_until([&] { return std::filesystem::exists(pidfile); }, 10s));
+  int status = s.stop();
+  REQUIRE(status >= 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_FALSE(std::filesystem::exists(s.socket()));
+  for (pid_t p : read_pids(pidfile)) CHECK(wait_until([&] { return !running(p); }, 5s));
+}
+
+TEST_CASE("peers with another uid are refused unless --allow-uid") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: switching to another uid needs root (this test runs as uid " << ::geteuid() << ")");
+    return;
+  }
+  auto try_as_nobody = [](const std::string& sock) {
+    pid_t child = ::fork();
+    if (child == 0) {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(10);
+      std::string err;
+      auto c = proto::Client::connect(sock, err);
+      if (c) ::_exit(0);
+      if (err.find("may not use this supervisor") != std::string::npos) ::_exit(1);
+      ::_exit(2);  // some other failure (e.g. the directory mode kept us out)
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  {
+    Server s;
+    // The 0700 directory keeps another uid out before the credential check can.
+    CHECK(try_as_nobody(s.socket()) == 2);
+  }
+  {
+    Server s({"--allow-uid", "65533"});  // the dir and socket open up; the credential check gates
+    ::chmod(s.dir().c_str(), 0711);       // the test's own temp dir, above the socket dir
+    CHECK(try_as_nobody(s.socket()) == 1);
+    CHECK(s.log().find("refused a connection from uid 65534") != std::string::npos);
+  }
+  {
+    Server s({"--allow-uid", "65534"});
+    ::chmod(s.dir().c_str(), 0711);
+    CHECK(try_as_nobody(s.socket()) == 0);
+  }
+}
+
+TEST_CASE("corral status and corral call speak for the supervisor") {
+  Server s;
+  auto st = cli({"status", "--json"}, s.socket());
+  CHECK(st.exit_code == 0);
+  CHECK(st.out.find("\"layers\":[") != std::string::npos);
+  CHECK(st.out.find("\"socket\":\"" + s.socket() + "\"") != std::string::npos);
+  auto plain = cli({"status"}, s.socket());
+  CHECK(plain.exit_code == 0);
+  CHECK(plain.out.find("layers") != std::string::npos);
+
+  auto call = cli({"call", R"({body_type: "ExecRequest", body: {argv: ["echo", "hi"]}})"}, s.socket());
+  CHECK(call.exit_code == 0);
+  CHECK(call.out.find("\"body_type\": \"OutputChunk\"") != std::string::npos);
+  CHECK(call.out.find("\"status\": \"exited\"") != std::string::npos);
+  CHECK(call.out.find("\"request_id\": 1") != std::string::npos);
+
+  auto bad = cli({"call", "{request_id: 1, body_type: \"Cancel\", body: {}}"}, s.socket());
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.out.find("unknown_request_id") != std::string::npos);
+
+  auto unparsable = cli({"call", "{not json"}, s.socket());
+  CHECK(unparsable.exit_code == 2);
+
+  auto none = cli({"status"}, s.dir() + "/no-such.sock");
+  CHECK(none.exit_code == 1);
+  CHECK(none.err.find("is `corral serve` running?") != std::string::npos);
+}

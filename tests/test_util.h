@@ -1,0 +1,218 @@
+// Shared helpers for the test suites: temp dirs, process inspection, running the engine
+// synchronously, and a real `corral serve` started on a private socket.
+#pragma once
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <asio/io_context.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/execution.h"
+#include "worker_proto/client.h"
+
+namespace corral::test {
+
+inline const std::string kHelper = CORRAL_HELPER;
+inline const std::string kCorral = CORRAL_BINARY;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string t = "/tmp/corral-test-XXXXXX";
+    path_ = ::mkdtemp(t.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Polls `pred` every 10 ms until it holds or `limit` passes.
+inline bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds limit) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+// True if `pid` exists and is not a zombie.
+inline bool running(pid_t pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (stat.empty()) return false;
+  auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+inline bool exists(pid_t pid) { return std::filesystem::exists("/proc/" + std::to_string(pid)); }
+
+inline std::vector<std::string> open_fds() {
+  std::vector<std::string> fds;
+  DIR* d = ::opendir("/proc/self/fd");
+  int self = ::dirfd(d);
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.' && std::atoi(e->d_name) != self) fds.emplace_back(e->d_name);
+  ::closedir(d);
+  return fds;
+}
+
+inline std::vector<pid_t> read_pids(const std::string& path) {
+  std::vector<pid_t> pids;
+  std::istringstream in(read_file(path));
+  pid_t p;
+  while (in >> p) pids.push_back(p);
+  return pids;
+}
+
+struct Ran {
+  Result result;
+  std::vector<std::pair<StreamId, std::string>> chunks;
+};
+
+// Runs one spec to completion on a private io_context.
+inline Ran run(ExecSpec spec) {
+  asio::io_context io;
+  Ran ran;
+  bool done = false;
+  auto e = Execution::start(
+      io, std::move(spec), [&](StreamId s, std::string_view d) { ran.chunks.emplace_back(s, std::string(d)); },
+      [&](Result r) {
+        ran.result = std::move(r);
+        done = true;
+      });
+  io.run();
+  if (!done) ran.result.message = "done handler never ran";
+  return ran;
+}
+
+inline ExecSpec helper_spec(std::vector<std::string> args) {
+  ExecSpec s;
+  s.argv = {kHelper};
+  s.argv.insert(s.argv.end(), args.begin(), args.end());
+  s.temp_dir = "/tmp";
+  return s;
+}
+
+// Starts a program with posix_spawn; stdout/stderr to files if given.
+inline pid_t spawn_process(const std::vector<std::string>& argv, const std::string& out_file = "",
+                           const std::string& err_file = "", const std::vector<std::string>& extra_env = {}) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (!out_file.empty()) posix_spawn_file_actions_addopen(&fa, 1, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!err_file.empty()) posix_spawn_file_actions_addopen(&fa, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e; ++e) env_store.emplace_back(*e);
+  for (const auto& e : extra_env) env_store.push_back(e);
+  std::vector<char*> env;
+  for (auto& e : env_store) env.push_back(e.data());
+  env.push_back(nullptr);
+  pid_t pid = -1;
+  posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, args.data(), env.data());
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+
+// Waits for `pid`; returns its wait status, or -1 after `limit` (the process is then killed).
+inline int wait_process(pid_t pid, std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+  int status = 0;
+  bool done = wait_until([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, limit);
+  if (!done) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    return -1;
+  }
+  return status;
+}
+
+// A real `corral serve` on a socket in its own temp dir, stopped (SIGTERM) on destruction.
+class Server {
+ public:
+  explicit Server(std::vector<std::string> extra_args = {}, std::vector<std::string> extra_env = {}) {
+    socket_ = dir_.path() + "/sock/corral.sock";
+    log_ = dir_.path() + "/serve.log";
+    std::vector<std::string> argv = {kCorral, "serve", "--socket", socket_, "--temp-root", dir_.path()};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    pid_ = spawn_process(argv, dir_.path() + "/serve.out", log_, extra_env);
+    wait_until(
+        [&] {
+          std::string err;
+          return proto::Client::connect_raw(socket_, err) != nullptr || !running(pid_);
+        },
+        std::chrono::seconds(20));
+  }
+  ~Server() { stop(); }
+  int stop() {
+    if (pid_ <= 0) return status_;
+    ::kill(pid_, SIGTERM);
+    status_ = wait_process(pid_, std::chrono::seconds(30));
+    pid_ = -1;
+    return status_;
+  }
+  std::unique_ptr<proto::Client> connect() {
+    std::string err;
+    return proto::Client::connect(socket_, err, "test");
+  }
+  const std::string& socket() const { return socket_; }
+  const std::string& dir() const { return dir_.path(); }
+  std::string log() const { return read_file(log_); }
+  pid_t pid() const { return pid_; }
+
+ private:
+  TempDir dir_;
+  std::string socket_, log_;
+  pid_t pid_ = -1;
+  int status_ = 0;
+};
+
+// Runs the corral CLI to completion, capturing stdout, stderr and the exit status.
+struct CliRun {
+  int exit_code = -1;
+  std::string out, err;
+};
+inline CliRun cli(const std::vector<std::string>& args, const std::string& socket = "") {
+  TempDir d;
+  std::vector<std::string> argv = {kCorral};
+  argv.insert(argv.end(), args.begin(), args.end());
+  if (!socket.empty()) {
+    // --socket goes right after the subcommand (and any sub-subcommand words).
+    argv.insert(argv.begin() + 2, {"--socket", socket});
+  }
+  pid_t pid = spawn_process(argv, d.path() + "/out", d.path() + "/err");
+  int status = wait_process(pid);
+  CliRun r;
+  r.exit_code = (status >= 0 && WIFEXITED(status)) ? WEXITSTATUS(status) : -1;
+  r.out = read_file(d.path() + "/out");
+  r.err = read_file(d.path() + "/err");
+  return r;
+}
+
+}  // namespace corral::test

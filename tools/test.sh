@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Sets up (if needed), builds, and runs every test: the doctest suites through ctest, then
+# a short libFuzzer run of the frame decoder (clang, its own build tree, build-fuzz/).
+# CORRAL_FUZZ_SECONDS (default 20) bounds the fuzz run; 0 skips it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/build.sh
+(cd build && ctest --output-on-failure --timeout 600)
+
+fuzz_seconds="${CORRAL_FUZZ_SECONDS:-20}"
+if [ "$fuzz_seconds" -gt 0 ]; then
+  cmake -S . -B build-fuzz -DCORRAL_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build build-fuzz -j"${CORRAL_JOBS:-2}"
+  scratch=$(mktemp -d)
+  trap 'rm -rf "$scratch"' EXIT
+  # New inputs go to the scratch dir; the saved corpus is read, never rewritten.
+  build-fuzz/tests/fuzz/frame_fuzzer -max_total_time="$fuzz_seconds" -print_final_stats=1 \
+    "$scratch" tests/fuzz/corpus 2>&1 | tail -n 5
+  echo "fuzz: frame decoder ran ${fuzz_seconds}s without a crash"
+fi
