@@ -16,6 +16,7 @@
 #include <array>
 #include <mutex>
 
+#include "runtime/sandbox.h"
 #include "runtime/spawn.h"
 #include "runtime/unique_fd.h"
 
@@ -82,9 +83,11 @@ std::vector<std::string> child_environment(const ExecSpec& spec) {
     tmpdir |= name == "TMPDIR";
   }
   if (!path) env.emplace_back("PATH=/usr/local/bin:/usr/bin:/bin");
-  if (!spec.temp_dir.empty()) {
-    if (!home) env.push_back("HOME=" + spec.temp_dir);
-    if (!tmpdir) env.push_back("TMPDIR=" + spec.temp_dir);
+  // Inside a sandbox the scope's temp dir is seen as /tmp.
+  const std::string temp = spec.policy ? std::string("/tmp") : spec.temp_dir;
+  if (!temp.empty()) {
+    if (!home) env.push_back("HOME=" + temp);
+    if (!tmpdir) env.push_back("TMPDIR=" + temp);
   }
   return env;
 }
@@ -93,7 +96,7 @@ struct Execution::State : std::enable_shared_from_this<State> {
   State(asio::io_context& io_, ExecSpec spec_, OutputSink sink_, DoneHandler done_)
       : io(io_), spec(std::move(spec_)), sink(std::move(sink_)), done(std::move(done_)),
         out(io), err(io), pidfd(io), stdin_w(io), deadline(io), grace_timer(io), gate(io),
-        linger(io) {
+        linger(io), cpu_poll(io) {
     gate.expires_at(Clock::time_point::max());
   }
 
@@ -102,8 +105,9 @@ struct Execution::State : std::enable_shared_from_this<State> {
   OutputSink sink;
   DoneHandler done;
   Process process;
+  std::optional<SandboxLaunch> sandbox;  // set for sandboxed commands
   asio::posix::stream_descriptor out, err, pidfd, stdin_w;
-  asio::steady_timer deadline, grace_timer, gate, linger;
+  asio::steady_timer deadline, grace_timer, gate, linger, cpu_poll;
   Clock::time_point started;
   std::optional<ExitStatus> decided;  // first decision wins
   ExitInfo exit;
@@ -123,15 +127,13 @@ struct Execution::State : std::enable_shared_from_this<State> {
     if (!graceful || spec.grace.count() == 0) {
       sigkilled = true;
       process.signal_group(SIGKILL);
+      if (sandbox && sandbox->cgroup) sandbox->cgroup->kill();
       return;
     }
     process.signal_group(SIGTERM);
     grace_timer.expires_after(spec.grace);
     grace_timer.async_wait([self = shared_from_this()](std::error_code ec) {
-      if (!ec && !self->process.reaped()) {
-        self->sigkilled = true;
-        self->process.signal_group(SIGKILL);
-      }
+      if (!ec && !self->process.reaped()) self->kill_tree(/*graceful=*/false);
     });
   }
 
@@ -207,6 +209,8 @@ struct Execution::State : std::enable_shared_from_this<State> {
     // behind before reaping it.
     process.signal_group(SIGKILL);
     process.reap(exit, /*block=*/true);
+    cpu_poll.cancel();
+    if (sandbox) account_sandbox();
     result.wall_ms = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
     deadline.cancel();
@@ -218,6 +222,42 @@ struct Execution::State : std::enable_shared_from_this<State> {
     linger.expires_after(std::max(spec.grace, std::chrono::milliseconds(100)));
     linger.async_wait([self](std::error_code ec) {
       if (!ec) self->close_output();
+    });
+  }
+
+  // What init reported (the command's own exit and usage) and what the cgroup measured.
+  void account_sandbox() {
+    sandbox->read_report(exit);
+    if (!sandbox->cgroup) return;
+    CgroupUsage usage = sandbox->cgroup->usage();
+    if (usage.memory_peak_bytes) result.memory_peak_kb = *usage.memory_peak_bytes / 1024;
+    if (usage.oom_killed) {
+      decide(ExitStatus::memory_limit);
+      if (result.message.empty()) result.message = "the memory cap's OOM killer ended it";
+    }
+    if (spec.policy->caps.cpu_time && usage.cpu_usage_ns &&
+        *usage.cpu_usage_ns >= static_cast<std::uint64_t>(spec.policy->caps.cpu_time->count()) * 1'000'000) {
+      decide(ExitStatus::cpu_limit);
+      if (result.message.empty())
+        result.message = "CPU time exceeded " + std::to_string(spec.policy->caps.cpu_time->count()) + "ms";
+    }
+    sandbox->cgroup.reset();  // kills stragglers, removes the group
+  }
+
+  // --cpu-time counts the whole tree: poll the cgroup's CPU usage.
+  void arm_cpu_poll() {
+    cpu_poll.expires_after(std::chrono::milliseconds(50));
+    cpu_poll.async_wait([self = shared_from_this()](std::error_code ec) {
+      if (ec || self->process.reaped() || !self->sandbox || !self->sandbox->cgroup) return;
+      auto used = self->sandbox->cgroup->usage().cpu_usage_ns;
+      const auto limit_ns = static_cast<std::uint64_t>(self->spec.policy->caps.cpu_time->count()) * 1'000'000;
+      if (used && *used >= limit_ns) {
+        self->decide(ExitStatus::cpu_limit);
+        self->result.message = "CPU time exceeded " + std::to_string(self->spec.policy->caps.cpu_time->count()) + "ms";
+        self->kill_tree(/*graceful=*/false);
+        return;
+      }
+      self->arm_cpu_poll();
     });
   }
 
@@ -237,6 +277,7 @@ struct Execution::State : std::enable_shared_from_this<State> {
     linger.cancel();
     deadline.cancel();
     grace_timer.cancel();
+    cpu_poll.cancel();
     std::error_code ignored;
     stdin_w.close(ignored);
     result.temp_dir = spec.temp_dir;
@@ -276,6 +317,7 @@ struct Execution::State : std::enable_shared_from_this<State> {
       return;
     }
     if (Status st = validate(spec); !st.ok()) return fail_setup(st);
+    if (spec.policy && !spec.host) return fail_setup(Status::invalid("a sandbox policy needs a SandboxHost"));
 
     auto out_pipe = make_pipe(true);
     if (!out_pipe.ok()) return fail_setup(out_pipe.status());
@@ -296,11 +338,19 @@ struct Execution::State : std::enable_shared_from_this<State> {
     SpawnSpec ss;
     ss.argv = spec.shell ? std::vector<std::string>{"/bin/sh", "-c", *spec.shell} : spec.argv;
     ss.env = child_environment(spec);
-    ss.cwd = spec.cwd.empty() ? spec.temp_dir : spec.cwd;
+    ss.cwd = !spec.cwd.empty() ? spec.cwd : spec.policy ? std::string("/tmp") : spec.temp_dir;
     ss.fds = {{stdin_read.get(), 0}, {out_pipe->write.get(), 1}, {err_pipe->write.get(), 2}};
-    auto proc = spawn(ss);
-    if (!proc.ok()) return fail_setup(proc.status());
-    process = std::move(proc).value();
+    if (spec.policy) {
+      auto launched = spec.host->launch(ss, *spec.policy, spec.temp_dir, spec.cgroup_name);
+      if (!launched.ok()) return fail_setup(launched.status());
+      sandbox.emplace(std::move(launched).value());
+      process = std::move(sandbox->init);
+      result.enforced = sandbox->enforced;
+    } else {
+      auto proc = spawn(ss);
+      if (!proc.ok()) return fail_setup(proc.status());
+      process = std::move(proc).value();
+    }
     spawned = true;
 
     // The parent keeps only its own ends; the child's copies are closed here.
@@ -325,6 +375,7 @@ struct Execution::State : std::enable_shared_from_this<State> {
       });
     }
     if (decided == ExitStatus::cancelled) kill_tree(false);  // cancelled while spawning
+    if (sandbox && sandbox->cgroup && spec.policy->caps.cpu_time) arm_cpu_poll();
 
     auto self = shared_from_this();
     auto on_part = [self](std::exception_ptr) { self->part_done(); };

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/limits.h"
+#include "runtime/policy.h"
 #include "runtime/result.h"
 #include "runtime/status.h"
 
@@ -28,6 +29,8 @@ class io_context;
 }
 
 namespace corral {
+
+class SandboxHost;
 
 struct ExecSpec {
   std::vector<std::string> argv;                // exactly one of argv and shell
@@ -41,6 +44,13 @@ struct ExecSpec {
   std::chrono::milliseconds grace = limits::kDefaultGrace;      // SIGTERM -> SIGKILL
   std::uint64_t max_output = limits::kDefaultMaxOutput;         // stdout+stderr, bytes
   bool retain_output = true;  // keep output in Result::out/err (the sink sees it anyway)
+
+  // Isolation (sandbox.h). With a policy the command runs in its own namespaces on `host`;
+  // it sees temp_dir as /tmp, which is then its default cwd, HOME and TMPDIR. Without one
+  // it runs bare (only the engine's own tests do that).
+  std::optional<Policy> policy;
+  const SandboxHost* host = nullptr;
+  std::string cgroup_name;  // unique per command, e.g. "cmd-42"
 };
 
 // Checks a spec against the limits in limits.h; the message names the field and the limit.

@@ -13,7 +13,8 @@ struct LayerReport {
   std::string reason;     // what was probed, or why it is missing
 };
 
-// Probes the host by trying each layer. Called once at supervisor start-up.
+// The guarantees the engine gives every command whatever the host (the isolation layers are
+// probed by SandboxHost::create, sandbox.h).
 std::vector<LayerReport> probe_host();
 
 }  // namespace corral

@@ -10,6 +10,7 @@
 #include <asio/write.hpp>
 
 #include "supervisor/exec_request.h"
+#include "supervisor/file_requests.h"
 #include "worker_proto/messages.h"
 
 namespace corral::supervisor {
@@ -150,6 +151,9 @@ void Connection::dispatch(const proto::Message& msg) {
     case proto::Body::ExecRequest: return on_exec(msg);
     case proto::Body::Cancel: return on_cancel(msg);
     case proto::Body::StatusRequest: return on_status(msg);
+    case proto::Body::ReadRequest:
+    case proto::Body::WriteRequest:
+    case proto::Body::ListRequest: return on_file(msg);
     default:
       send_error(msg.request_id(), ErrorCode::malformed,
                  std::string(proto::body_name(type)) + " is not a message a client sends");
@@ -194,12 +198,18 @@ void Connection::on_exec(const proto::Message& msg) {
     send_error(id, ErrorCode::invalid_request, spec.status().message());
     return;
   }
-  auto temp = scope_.temp_dir();
+  if (Status st = ctx_.host->check(*spec->policy); !st.ok()) {
+    send_error(id, ErrorCode::unsupported, st.message());
+    return;
+  }
+  auto temp = scope_temp_dir();
   if (!temp.ok()) {
     send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
     return;
   }
   spec->temp_dir = *temp;
+  spec->host = ctx_.host.get();
+  spec->cgroup_name = "cmd-" + std::to_string(++ctx_.launches);
 
   auto self = shared_from_this();
   auto sink = [this, self, id](StreamId stream, std::string_view data) {
@@ -218,16 +228,45 @@ void Connection::on_exec(const proto::Message& msg) {
 void Connection::on_exec_done(std::uint64_t id, const ExecSpec& spec, Result result) {
   --ctx_.running_commands;
   spdlog::info(
-      "launch peer_uid={} peer_pid={} request={} {} cwd=\"{}\" timeout_ms={} max_output={} "
+      "launch peer_uid={} peer_pid={} request={} {} cwd=\"{}\" {} timeout_ms={} max_output={} "
       "status={} exit_code={} signal={} wall_ms={} output_bytes={} truncated={}{}{}",
       peer_.uid, peer_.pid, id, describe_command(spec), spec.cwd.empty() ? spec.temp_dir : spec.cwd,
-      spec.timeout.count(), spec.max_output, status_name(result.status),
+      describe_policy(spec), spec.timeout.count(), spec.max_output, status_name(result.status),
       result.exit_code ? std::to_string(*result.exit_code) : "null", result.signal, result.wall_ms,
       result.out_bytes + result.err_bytes, result.output_truncated,
       result.setup_step.empty() ? "" : " setup_step=" + result.setup_step,
       result.setup_errno ? " setup_errno=" + std::to_string(result.setup_errno) : "");
   queue(make_exec_result(id, result));
   running_.erase(id);
+}
+
+StatusOr<std::string> Connection::scope_temp_dir() {
+  auto temp = scope_.temp_dir();
+  if (temp.ok()) {
+    if (Status st = ctx_.host->adopt_temp_dir(*temp); !st.ok()) return st;
+  }
+  return temp;
+}
+
+void Connection::on_file(const proto::Message& msg) {
+  const std::uint64_t id = msg.request_id();
+  if (id == 0) {
+    send_error(0, ErrorCode::invalid_request, "request_id 0 is reserved for connection-level errors");
+    return;
+  }
+  auto temp = scope_temp_dir();
+  if (!temp.ok()) {
+    send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
+    return;
+  }
+  FileContext fc{*temp, ctx_.options.max_frame};
+  proto::Frame reply;
+  switch (msg.body_type()) {
+    case proto::Body::ReadRequest: reply = handle_read(id, *msg.body_as_ReadRequest(), fc); break;
+    case proto::Body::WriteRequest: reply = handle_write(id, *msg.body_as_WriteRequest(), fc); break;
+    default: reply = handle_list(id, *msg.body_as_ListRequest(), fc); break;
+  }
+  queue(std::move(reply));
 }
 
 void Connection::on_cancel(const proto::Message& msg) {

@@ -50,10 +50,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_exec(const proto::Message& msg);
   void on_cancel(const proto::Message& msg);
   void on_status(const proto::Message& msg);
+  void on_file(const proto::Message& msg);
   void on_exec_done(std::uint64_t id, const ExecSpec& spec, Result result);
   void queue(proto::Frame frame);
   void send_error(std::uint64_t id, proto::ErrorCode code, std::string_view message);
   void update_backpressure();
+  // The scope's temp dir, created on first use and owned by the sandbox uid.
+  StatusOr<std::string> scope_temp_dir();
   std::vector<proto::LayerInfo> layer_infos() const;
 
   asio::io_context& io_;

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/probe.h"
+#include "runtime/sandbox.h"
 #include "supervisor/server.h"
 
 namespace corral::supervisor {
@@ -15,10 +17,12 @@ inline constexpr const char* kServerVersion = "corral 0.1.0";
 
 struct Context {
   ServerOptions options;
-  std::vector<LayerReport> layers;
+  std::unique_ptr<SandboxHost> host;  // the isolation layers this host enforces
+  std::vector<LayerReport> layers;    // what hello and status report
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   unsigned connections = 0;
   unsigned running_commands = 0;
+  std::uint64_t launches = 0;  // names each command's cgroup
 };
 
 }  // namespace corral::supervisor

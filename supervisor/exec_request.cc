@@ -41,6 +41,51 @@ StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& o
   spec.max_output = req.max_output_bytes() ? req.max_output_bytes() : limits::kDefaultMaxOutput;
   // Output reaches the client as chunks; the supervisor does not keep a second copy.
   spec.retain_output = false;
+
+  Policy policy;
+  switch (req.mode()) {
+    case proto::Mode::read_only: policy.mode = Mode::read_only; break;
+    case proto::Mode::workspace_write: policy.mode = Mode::workspace_write; break;
+    case proto::Mode::danger_full_access: policy.mode = Mode::danger_full_access; break;
+    default: return Status::invalid("unknown mode " + std::to_string(static_cast<int>(req.mode())));
+  }
+  switch (req.network()) {
+    case proto::Network::denied: policy.network = Network::denied; break;
+    case proto::Network::allowed: policy.network = Network::allowed; break;
+    default: return Status::invalid("unknown network policy " + std::to_string(static_cast<int>(req.network())));
+  }
+  auto strings = [](const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
+    std::vector<std::string> out;
+    if (v)
+      for (const auto* s : *v) out.push_back(s ? s->str() : std::string());
+    return out;
+  };
+  policy.workspaces = strings(req.workspaces());
+  policy.deny_read = strings(req.deny_read());
+  policy.protect = strings(req.protect());
+  if (req.binds()) {
+    for (const auto* b : *req.binds()) {
+      if (!b) continue;
+      policy.binds.push_back({proto::str(b->source()), proto::str(b->target()), b->writable()});
+    }
+  }
+  if (req.memory_bytes()) policy.caps.memory_bytes = req.memory_bytes();
+  if (req.pids()) policy.caps.pids = req.pids();
+  if (req.cpu_time_ms()) policy.caps.cpu_time = milliseconds(req.cpu_time_ms());
+  if (req.cpus() != 0) policy.caps.cpus = req.cpus();
+  if (req.max_file_size()) policy.caps.max_file_size = req.max_file_size();
+  if (Status st = normalize(policy); !st.ok()) return st;
+  // The socket directory is masked at its own path in every sandbox; a bind would show it
+  // again at another path, so a bind may not contain it.
+  for (const auto& hidden : options.hidden_paths) {
+    auto contains = [&](const std::string& root) {
+      return hidden == root || hidden.rfind(root == "/" ? root : root + "/", 0) == 0;
+    };
+    for (const auto& b : policy.binds)
+      if (contains(b.source))
+        return Status::invalid("--bind source " + b.source + " contains the supervisor's socket directory " + hidden);
+  }
+  spec.policy = std::move(policy);
   if (Status st = validate(spec); !st.ok()) return st;
   return spec;
 }
@@ -106,6 +151,35 @@ std::string describe_command(const ExecSpec& spec) {
     append_quoted(out, spec.argv[i]);
   }
   out.push_back(']');
+  return out;
+}
+
+}  // namespace corral::supervisor
+
+namespace corral::supervisor {
+
+std::string describe_policy(const ExecSpec& spec) {
+  if (!spec.policy) return "sandbox=none";
+  const Policy& p = *spec.policy;
+  std::string out = std::string("mode=") + mode_name(p.mode) + " net=" + network_name(p.network);
+  auto list = [&](const char* name, const std::vector<std::string>& v) {
+    if (v.empty()) return;
+    out += std::string(" ") + name + "=[";
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) out.push_back(',');
+      append_quoted(out, v[i]);
+    }
+    out.push_back(']');
+  };
+  list("workspaces", p.workspaces);
+  list("deny_read", p.deny_read);
+  list("protect", p.protect);
+  for (const auto& b : p.binds) out += " bind=" + b.source + ":" + b.target + (b.writable ? ":rw" : ":ro");
+  if (p.caps.memory_bytes) out += " memory=" + format_size(*p.caps.memory_bytes);
+  if (p.caps.pids) out += " pids=" + std::to_string(*p.caps.pids);
+  if (p.caps.cpu_time) out += " cpu_time=" + format_duration(*p.caps.cpu_time);
+  if (p.caps.cpus) out += " cpus=" + std::to_string(*p.caps.cpus);
+  if (p.caps.max_file_size) out += " max_file_size=" + format_size(*p.caps.max_file_size);
   return out;
 }
 

@@ -20,5 +20,7 @@ proto::Frame make_exec_result(std::uint64_t request_id, const Result& result);
 
 // One line for the audit log: the command as typed (argv JSON array or shell string).
 std::string describe_command(const ExecSpec& spec);
+// The isolation asked for, for the audit log: mode, network, roots, caps.
+std::string describe_policy(const ExecSpec& spec);
 
 }  // namespace corral::supervisor

@@ -19,6 +19,7 @@
 #include <asio/use_awaitable.hpp>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <list>
 
 #include "runtime/unique_fd.h"
@@ -147,6 +148,11 @@ class Server {
       return;
     }
     Peer peer{cred.uid, cred.gid, cred.pid};
+    if (descends_from_us(cred.pid)) {
+      spdlog::warn("refused a connection from pid {}: it runs inside a sandbox of this supervisor", cred.pid);
+      refuse(socket, proto::ErrorCode::permission_denied, "commands run by corral may not use its socket");
+      return;
+    }
     const bool allowed = cred.uid == ::geteuid() ||
                          std::find(ctx_.options.allow_uids.begin(), ctx_.options.allow_uids.end(), cred.uid) !=
                              ctx_.options.allow_uids.end();
@@ -165,6 +171,21 @@ class Server {
     auto c = std::make_shared<Connection>(io_, std::move(socket), peer, ctx_);
     connections_.push_back(c);
     c->start();
+  }
+
+  // True if `pid` is a descendant of this supervisor, i.e. something a sandbox runs: every
+  // process of a sandbox, orphans included, stays beneath its init, which is our child.
+  static bool descends_from_us(pid_t pid) {
+    const pid_t self = ::getpid();
+    for (int depth = 0; pid > 1 && depth < 4096; ++depth) {
+      std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+      pid_t ppid = 0;
+      for (std::string line; std::getline(status, line);)
+        if (line.rfind("PPid:", 0) == 0) ppid = static_cast<pid_t>(std::stol(line.substr(5)));
+      if (ppid == self) return true;
+      pid = ppid;
+    }
+    return false;
   }
 
   // One best-effort error frame (small enough for the socket buffer), then close.
@@ -221,8 +242,19 @@ Status serve(const ServerOptions& options_in) {
   ::signal(SIGPIPE, SIG_IGN);
 
   Context ctx;
+  options.hidden_paths.push_back(dir);
   ctx.options = options;
+  HostOptions host_options;
+  host_options.sandbox_uid = options.sandbox_uid;
+  host_options.sandbox_gid = options.sandbox_gid;
+  host_options.hidden_paths = options.hidden_paths;
+  host_options.temp_root = options.temp_root;
+  ctx.host = SandboxHost::create(host_options);
   ctx.layers = probe_host();
+  for (const auto& l : ctx.host->layers()) {
+    ctx.layers.push_back(l);
+    if (!l.available) spdlog::warn("layer {} is not available: {}", l.name, l.reason);
+  }
 
   asio::io_context io(1);
   Server server(io, ctx, std::move(listen_fd).value());

@@ -27,6 +27,12 @@ struct ServerOptions {
   std::uint32_t max_frame = limits::kDefaultMaxFrame;          // bytes
   std::chrono::milliseconds max_timeout = limits::kMaxTimeout; // per request
   std::string temp_root;            // parent of scope temp dirs; empty: $TMPDIR or /tmp
+  // A root supervisor runs commands as this unprivileged uid/gid (`serve --sandbox-uid`).
+  uid_t sandbox_uid = 65534;
+  gid_t sandbox_gid = 65534;
+  // Masked in every sandbox and never exposed by a workspace or bind: the socket's directory.
+  // Filled by serve().
+  std::vector<std::string> hidden_paths;
 };
 
 // Refuses absurd values with a message naming the flag and the limit.

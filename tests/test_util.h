@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <asio/io_context.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -79,6 +80,23 @@ inline std::vector<std::string> open_fds() {
     if (e->d_name[0] != '.' && std::atoi(e->d_name) != self) fds.emplace_back(e->d_name);
   ::closedir(d);
   return fds;
+}
+
+// Host pids of every process (zombies included) whose command line contains `marker`:
+// processes inside a sandbox's PID namespace are found by what they run, not by the pids
+// they see.
+inline std::vector<pid_t> processes_with(const std::string& marker) {
+  std::vector<pid_t> found;
+  DIR* d = ::opendir("/proc");
+  while (dirent* e = ::readdir(d)) {
+    pid_t pid = std::atoi(e->d_name);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    std::string cmd = read_file("/proc/" + std::string(e->d_name) + "/cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    if (cmd.find(marker) != std::string::npos) found.push_back(pid);
+  }
+  ::closedir(d);
+  return found;
 }
 
 inline std::vector<pid_t> read_pids(const std::string& path) {

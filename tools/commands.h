@@ -3,9 +3,12 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "supervisor/server.h"
+#include "worker_proto/codec.h"
 
 namespace corral::cli {
 
@@ -26,6 +29,21 @@ struct ExecOptions {
   std::string cwd;
   std::string stdin_file;                  // "-" reads corral's own stdin
   bool json = false;
+  // Isolation
+  std::string mode = "workspace-write", net = "denied";
+  std::vector<std::string> workspaces, deny_read, protect, binds;
+  std::string memory, pids, cpu_time, cpus, max_file_size;
+};
+
+struct FileOptions {
+  std::string socket;
+  std::string path;
+  std::vector<std::string> workspaces;
+  std::string mode = "workspace-write";
+  std::string offset, max_bytes;  // read
+  bool binary = false;            // read, write
+  bool json = false;              // ls
+  std::string max_entries;        // ls
 };
 
 struct StatusOptions {
@@ -39,12 +57,24 @@ struct CallOptions {
   std::string timeout;
 };
 
+// --sandbox-uid: a uid number or a user name -> (uid, gid); refuses 0.
+StatusOr<std::pair<uid_t, gid_t>> lookup_sandbox_user(const std::string& text);
+
 int run_serve(supervisor::ServerOptions options, const std::string& log_level);
 int run_exec(const ExecOptions& options);
 int run_status(const StatusOptions& options);
 int run_call(const CallOptions& options);
+int run_read(const FileOptions& options);
+int run_write(const FileOptions& options);
+int run_ls(const FileOptions& options);
 
 // Prints "corral: MESSAGE" to stderr and returns `code`.
 int complain(int code, const std::string& message);
+// Writes all of `data` to `fd` unbuffered (output reaches a terminal or file as it comes).
+void write_all(int fd, std::string_view data);
+// A path typed relative to the caller's cwd, made absolute (the supervisor has another cwd).
+std::string absolute(const std::string& path);
+// "read-only" | "workspace-write" | "danger-full-access" -> the wire's Mode.
+bool parse_mode_arg(const std::string& text, proto::Mode& mode, std::string& error);
 
 }  // namespace corral::cli

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "runtime/limits.h"
+#include "runtime/policy.h"
 #include "runtime/result.h"
 #include "runtime/units.h"
 #include "tools/commands.h"
@@ -15,18 +16,6 @@
 
 namespace corral::cli {
 namespace {
-
-// Unbuffered: output reaches a terminal or a file as the command produces it.
-void write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;  // a closed stdout must not stop us from reporting the exit status
-    }
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-}
 
 Result to_result(const proto::ExecResult& r, std::string out, std::string err) {
   Result res;
@@ -83,6 +72,67 @@ std::string result_json(const Result& r) {
   return j.str();
 }
 
+bool build_policy(const ExecOptions& o, proto::ExecArgs& a, std::string& error) {
+  if (!parse_mode_arg(o.mode, a.mode, error)) return false;
+  auto n = parse_network(o.net);
+  if (!n.ok()) return error = "--net: " + n.status().message(), false;
+  a.network = *n == Network::allowed ? proto::Network::allowed : proto::Network::denied;
+  for (const auto& w : o.workspaces) a.workspaces.push_back(absolute(w));
+  for (const auto& d : o.deny_read) a.deny_read.push_back(absolute(d));
+  for (const auto& p : o.protect) a.protect.push_back(absolute(p));
+  for (const auto& b : o.binds) {
+    // SRC:DST[:ro|rw]
+    auto first = b.find(':');
+    if (first == std::string::npos) return error = "--bind needs SRC:DST[:ro|rw], got '" + b + "'", false;
+    proto::ExecArgs::BindArg arg;
+    arg.source = absolute(b.substr(0, first));
+    std::string rest = b.substr(first + 1);
+    auto second = rest.rfind(':');
+    if (second != std::string::npos && (rest.substr(second + 1) == "ro" || rest.substr(second + 1) == "rw")) {
+      arg.writable = rest.substr(second + 1) == "rw";
+      rest = rest.substr(0, second);
+    }
+    arg.target = rest;
+    if (arg.source.empty() || arg.target.empty() || arg.target[0] != '/')
+      return error = "--bind needs SRC:DST[:ro|rw] with an absolute DST, got '" + b + "'", false;
+    a.binds.push_back(arg);
+  }
+  if (!o.memory.empty()) {
+    auto m = parse_size(o.memory);
+    if (!m.ok()) return error = "--memory: " + m.status().message(), false;
+    if (*m < cap_limits::kMinMemory || *m > cap_limits::kMaxMemory)
+      return error = "--memory must be between 4M and 1024G (got '" + o.memory + "')", false;
+    a.memory_bytes = *m;
+  }
+  if (!o.pids.empty()) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(o.pids.c_str(), &end, 10);
+    if (o.pids[0] == '-' || *end || v < 1 || v > cap_limits::kMaxPids)
+      return error = "--pids must be a whole number between 1 and 1000000 (got '" + o.pids + "')", false;
+    a.pids = v;
+  }
+  if (!o.cpu_time.empty()) {
+    auto t = parse_duration(o.cpu_time);
+    if (!t.ok()) return error = "--cpu-time: " + t.status().message(), false;
+    if (*t < cap_limits::kMinCpuTime) return error = "--cpu-time must be at least 10ms (got '" + o.cpu_time + "')", false;
+    a.cpu_time_ms = static_cast<std::uint64_t>(t->count());
+  }
+  if (!o.cpus.empty()) {
+    char* end = nullptr;
+    double v = std::strtod(o.cpus.c_str(), &end);
+    if (*end || !(v > 0) || v > cap_limits::kMaxCpus)
+      return error = "--cpus must be a number more than 0 and at most 1024 (got '" + o.cpus + "')", false;
+    a.cpus = v;
+  }
+  if (!o.max_file_size.empty()) {
+    auto m = parse_size(o.max_file_size);
+    if (!m.ok()) return error = "--max-file-size: " + m.status().message(), false;
+    if (*m < 1) return error = "--max-file-size must be at least 1 byte", false;
+    a.max_file_size = *m;
+  }
+  return true;
+}
+
 // Builds the request; false (with a message) for a usage error.
 bool build_args(const ExecOptions& o, proto::ExecArgs& a, std::string& error) {
   if (o.has_shell == !o.argv.empty()) {
@@ -133,6 +183,7 @@ bool build_args(const ExecOptions& o, proto::ExecArgs& a, std::string& error) {
       if (::getcwd(buf, sizeof buf)) a.cwd = std::string(buf) + "/" + a.cwd;
     }
   }
+  if (!build_policy(o, a, error)) return false;
   if (!o.stdin_file.empty()) {
     std::string data;
     if (o.stdin_file == "-") {

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <tuple>
 
 #include "runtime/units.h"
 #include "tools/commands.h"
@@ -47,6 +48,11 @@ int main(int argc, char** argv) {
   serve->add_option("--temp-root", serve_opts.temp_root,
                     "where scope temp dirs are created (default: $TMPDIR, else /tmp)");
   serve->add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  std::string sandbox_user = "nobody";
+  serve->add_option("--sandbox-uid", sandbox_user,
+                    "for a root supervisor: the unprivileged host uid (or user name) commands run as; "
+                    "never 0")
+      ->capture_default_str();
 
   // exec
   cli::ExecOptions exec_opts;
@@ -73,7 +79,45 @@ int main(int argc, char** argv) {
   exec->add_option("--stdin", exec_opts.stdin_file, "file to feed as stdin; '-' for corral's own stdin "
                    "(default: /dev/null)");
   exec->add_flag("--json", exec_opts.json, "print the result record as one JSON object");
+  exec->add_option("--mode", exec_opts.mode,
+                   "read-only | workspace-write | danger-full-access: what the command may write "
+                   "(see README, 'Policy by mode')")
+      ->capture_default_str();
+  exec->add_option("--workspace", exec_opts.workspaces, "a workspace root (repeatable): writable in workspace-write mode");
+  exec->add_option("--net", exec_opts.net, "denied (own empty network namespace, no IP sockets) | allowed (host network)")
+      ->capture_default_str();
+  exec->add_option("--deny-read", exec_opts.deny_read, "PATH masked inside (repeatable)");
+  exec->add_option("--protect", exec_opts.protect, "PATH kept read-only even inside a writable root (repeatable)");
+  exec->add_option("--bind", exec_opts.binds, "SRC:DST[:ro|rw] shows host path SRC at DST inside (repeatable; default ro)");
+  exec->add_option("--memory", exec_opts.memory, "memory cap for the whole tree (e.g. 256M); past it: status memory_limit");
+  exec->add_option("--pids", exec_opts.pids, "cap on processes and threads of the whole tree");
+  exec->add_option("--cpu-time", exec_opts.cpu_time, "total CPU time of the whole tree (e.g. 10s); past it: status cpu_limit");
+  exec->add_option("--cpus", exec_opts.cpus, "CPU rate, e.g. 0.5 for half a CPU");
+  exec->add_option("--max-file-size", exec_opts.max_file_size, "largest file the command may write (e.g. 10M)");
   exec->add_option("command", exec_opts.argv, "PROGRAM ARGS... (after --)");
+
+  // read / write / ls
+  cli::FileOptions read_opts, write_opts, ls_opts;
+  auto file_command = [&](const char* name, const char* help, cli::FileOptions& fo) {
+    fo.socket = default_socket;
+    auto* sub = app.add_subcommand(name, help);
+    sub->add_option("--socket", fo.socket, kSocketHelp);
+    sub->add_option("--workspace", fo.workspaces,
+                    "a workspace root (repeatable); a relative PATH is taken beneath the first one, an "
+                    "absolute PATH must lie beneath a workspace root or the scope's temp dir");
+    sub->add_option("--mode", fo.mode, "read-only refuses writes; danger-full-access allows any path")->capture_default_str();
+    sub->add_option("path", fo.path, "the file or directory")->required();
+    return sub;
+  };
+  auto* read = file_command("read", "Print a file (UTF-8 text, or bytes with --binary) through one bounded handle.", read_opts);
+  read->add_option("--offset", read_opts.offset, "first byte to read");
+  read->add_option("--max-bytes", read_opts.max_bytes, "window size (default 1M text, 50M bytes, bounded by the frame size)");
+  read->add_flag("--binary", read_opts.binary, "exact bytes, no UTF-8 check");
+  auto* write = file_command("write", "Write stdin to a file atomically (temp file + rename; UTF-8 unless --binary; 1M max).", write_opts);
+  write->add_flag("--binary", write_opts.binary, "accept any bytes");
+  auto* ls = file_command("ls", "List a directory: name, type, size, mtime.", ls_opts);
+  ls->add_option("--max-entries", ls_opts.max_entries, "at most this many entries (default and max 10000)");
+  ls->add_flag("--json", ls_opts.json, "print as JSON");
 
   // status
   cli::StatusOptions status_opts;
@@ -113,6 +157,10 @@ int main(int argc, char** argv) {
     serve_opts.max_queued = *q;
     serve_opts.max_frame = static_cast<std::uint32_t>(*f);
     serve_opts.max_timeout = *t;
+    if (auto ids = cli::lookup_sandbox_user(sandbox_user); !ids.ok())
+      return cli::complain(cli::kUsage, "--sandbox-uid: " + ids.status().message());
+    else
+      std::tie(serve_opts.sandbox_uid, serve_opts.sandbox_gid) = *ids;
     return cli::run_serve(serve_opts, log_level);
   }
   if (*exec) {
@@ -121,5 +169,8 @@ int main(int argc, char** argv) {
   }
   if (*status) return cli::run_status(status_opts);
   if (*call) return cli::run_call(call_opts);
+  if (*read) return cli::run_read(read_opts);
+  if (*write) return cli::run_write(write_opts);
+  if (*ls) return cli::run_ls(ls_opts);
   return cli::kUsage;
 }

@@ -1,15 +1,29 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <pwd.h>
+
 #include <iostream>
 
 #include "tools/commands.h"
 
 namespace corral::cli {
 
-int complain(int code, const std::string& message) {
-  std::cerr << "corral: " << message << "\n";
-  return code;
+StatusOr<std::pair<uid_t, gid_t>> lookup_sandbox_user(const std::string& text) {
+  char* end = nullptr;
+  unsigned long n = std::strtoul(text.c_str(), &end, 10);
+  const struct passwd* pw = nullptr;
+  if (!text.empty() && *end == '\0') {
+    pw = ::getpwuid(static_cast<uid_t>(n));
+    if (n == 0) return Status::invalid("commands never run as uid 0");
+    if (n > 0xfffffffeUL) return Status::invalid("uid " + text + " is out of range");
+    if (!pw) return std::make_pair(static_cast<uid_t>(n), static_cast<gid_t>(n));  // a bare uid: same gid
+  } else {
+    pw = ::getpwnam(text.c_str());
+    if (!pw) return Status::invalid("no user named '" + text + "'");
+    if (pw->pw_uid == 0) return Status::invalid("commands never run as uid 0");
+  }
+  return std::make_pair(pw->pw_uid, pw->pw_gid);
 }
 
 int run_serve(supervisor::ServerOptions options, const std::string& log_level) {

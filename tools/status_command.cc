@@ -45,7 +45,7 @@ int run_status(const StatusOptions& o) {
             << "connections: " << s->connections() << ", running commands: " << s->running_commands() << "\n"
             << "layers (what this supervisor enforces on this host):\n";
   for (const auto& l : layers)
-    std::cout << "  " << std::left << std::setw(14) << l.name << (l.available ? "yes  " : "no   ") << l.reason << "\n";
+    std::cout << "  " << std::left << std::setw(17) << l.name << (l.available ? "yes  " : "no   ") << l.reason << "\n";
   return kOk;
 }
 

@@ -76,6 +76,8 @@ bool Client::hello(std::string_view client_name) {
   layers_ = read_layers(h->layers());
   server_version_ = str(h->server_version());
   server_max_frame_ = h->max_frame_bytes();
+  // Accept what the server may send (a read window is bounded by its frame limit).
+  if (server_max_frame_ > max_frame_ && server_max_frame_ <= kMaxMaxFrame) max_frame_ = server_max_frame_;
   return true;
 }
 
@@ -137,6 +139,16 @@ bool Client::receive(Received& out, int timeout_ms) {
   out.msg = verify_payload(out.payload, max_frame_, err);
   if (!out.msg) return fail("bad frame from the supervisor: " + err.message);
   return true;
+}
+
+bool Client::call(std::uint64_t request_id, const Frame& frame, Received& reply) {
+  if (!send(frame)) return false;
+  for (;;) {
+    if (!receive(reply)) return false;
+    const std::uint64_t id = reply.msg->request_id();
+    if (id == request_id && reply.msg->body_type() != Body::OutputChunk) return true;
+    if (id == 0 && reply.msg->body_type() == Body::Error) return true;
+  }
 }
 
 bool Client::exec(std::uint64_t request_id, const ExecArgs& args, const ChunkFn& on_chunk,

@@ -57,6 +57,10 @@ class Client {
   // Blocks until one frame arrives (or `timeout_ms` passes; -1 waits forever).
   bool receive(Received& out, int timeout_ms = -1);
 
+  // Sends `frame` (a request with `request_id`) and waits for that id's final reply (anything
+  // but an OutputChunk); a connection-level Error (id 0) also ends the wait.
+  bool call(std::uint64_t request_id, const Frame& frame, Received& reply);
+
   using ChunkFn = std::function<void(Stream, std::string_view)>;
   // Sends an ExecRequest with `request_id` and collects replies for that id until its final
   // reply. Frames for other ids are dropped. `on_chunk` may be empty.

@@ -42,6 +42,17 @@ Frame make_exec(std::uint64_t request_id, const ExecArgs& a) {
   std::vector<flatbuffers::Offset<EnvVar>> env;
   for (const auto& [k, v] : a.env) env.push_back(CreateEnvVar(fbb, fbb.CreateString(k), fbb.CreateString(v)));
   auto env_v = env.empty() ? 0 : fbb.CreateVector(env);
+  auto strings = [&](const std::vector<std::string>& v) {
+    return v.empty() ? flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>()
+                     : fbb.CreateVectorOfStrings(v);
+  };
+  auto workspaces = strings(a.workspaces);
+  auto deny_read = strings(a.deny_read);
+  auto protect = strings(a.protect);
+  std::vector<flatbuffers::Offset<Bind>> binds;
+  for (const auto& b : a.binds)
+    binds.push_back(CreateBind(fbb, fbb.CreateString(b.source), fbb.CreateString(b.target), b.writable));
+  auto binds_v = binds.empty() ? 0 : fbb.CreateVector(binds);
   auto cwd = a.cwd.empty() ? 0 : fbb.CreateString(a.cwd);
   flatbuffers::Offset<flatbuffers::Vector<std::uint8_t>> in;
   if (a.stdin_data)
@@ -55,6 +66,17 @@ Frame make_exec(std::uint64_t request_id, const ExecArgs& a) {
   b.add_timeout_ms(a.timeout_ms);
   b.add_grace_ms(a.grace_ms);
   b.add_max_output_bytes(a.max_output_bytes);
+  b.add_mode(a.mode);
+  b.add_network(a.network);
+  b.add_workspaces(workspaces);
+  b.add_deny_read(deny_read);
+  b.add_protect(protect);
+  if (!binds.empty()) b.add_binds(binds_v);
+  b.add_memory_bytes(a.memory_bytes);
+  b.add_pids(a.pids);
+  b.add_cpu_time_ms(a.cpu_time_ms);
+  b.add_cpus(a.cpus);
+  b.add_max_file_size(a.max_file_size);
   return finish(fbb, request_id, b.Finish());
 }
 
@@ -88,6 +110,28 @@ Frame make_error(std::uint64_t request_id, ErrorCode code, std::string_view mess
   flatbuffers::FlatBufferBuilder fbb(128 + message.size());
   auto m = fbb.CreateString(message);
   return finish(fbb, request_id, CreateError(fbb, code, m));
+}
+
+Frame make_read(std::uint64_t request_id, const FileArgs& a) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  auto path = fbb.CreateString(a.path);
+  auto ws = fbb.CreateVectorOfStrings(a.workspaces);
+  return finish(fbb, request_id, CreateReadRequest(fbb, path, ws, a.offset, a.max_bytes, a.binary, a.mode));
+}
+
+Frame make_write(std::uint64_t request_id, const FileArgs& a) {
+  flatbuffers::FlatBufferBuilder fbb(256 + a.data.size());
+  auto path = fbb.CreateString(a.path);
+  auto ws = fbb.CreateVectorOfStrings(a.workspaces);
+  auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(a.data.data()), a.data.size());
+  return finish(fbb, request_id, CreateWriteRequest(fbb, path, ws, data, a.binary, a.mode));
+}
+
+Frame make_list(std::uint64_t request_id, const FileArgs& a) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  auto path = fbb.CreateString(a.path);
+  auto ws = fbb.CreateVectorOfStrings(a.workspaces);
+  return finish(fbb, request_id, CreateListRequest(fbb, path, ws, a.max_entries, a.mode));
 }
 
 std::vector<LayerInfo> read_layers(const flatbuffers::Vector<flatbuffers::Offset<Layer>>* v) {

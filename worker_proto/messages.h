@@ -30,7 +30,33 @@ struct ExecArgs {
   std::uint64_t timeout_ms = 0;
   std::uint64_t grace_ms = 0;
   std::uint64_t max_output_bytes = 0;
+
+  // Isolation (DESIGN.md "Policy by mode"); zero caps mean "none".
+  Mode mode = Mode::workspace_write;
+  Network network = Network::denied;
+  std::vector<std::string> workspaces, deny_read, protect;
+  struct BindArg {
+    std::string source, target;
+    bool writable = false;
+  };
+  std::vector<BindArg> binds;
+  std::uint64_t memory_bytes = 0, pids = 0, cpu_time_ms = 0, max_file_size = 0;
+  double cpus = 0;
 };
+
+// File tools (ReadRequest, WriteRequest, ListRequest).
+struct FileArgs {
+  std::string path;
+  std::vector<std::string> workspaces;
+  Mode mode = Mode::workspace_write;
+  std::uint64_t offset = 0, max_bytes = 0;  // read
+  bool binary = false;                      // read, write
+  std::string data;                         // write
+  std::uint32_t max_entries = 0;            // list
+};
+Frame make_read(std::uint64_t request_id, const FileArgs& args);
+Frame make_write(std::uint64_t request_id, const FileArgs& args);
+Frame make_list(std::uint64_t request_id, const FileArgs& args);
 
 Frame make_hello(std::string_view client_name);
 Frame make_hello_reply(std::string_view server_version, const std::vector<LayerInfo>& layers,

@@ -1,0 +1,142 @@
+// Cgroups for the process engine: whole-tree memory, pids and CPU limits, whole-tree kill and
+// usage figures for one command, on cgroup v2, v1, or v1 with a controller-less v2 mount that
+// still offers cgroup.kill (the hybrid layout of this project's CI machine).
+//
+// A CgroupManager is created once by the supervisor. It finds which hierarchies the host offers
+// and where the supervisor itself sits in each (/proc/self/cgroup), creates one parent group
+// "corral-<pid>" beneath the supervisor's own group in every usable hierarchy (never at the root
+// of a hierarchy the supervisor is not in), and probes each capability by trying it. A Cgroup
+// is the group of one command: "<parent>/<name>" in every hierarchy that command needs.
+//
+// Everything here is a short read or write of a cgroup file, so it may run on the supervisor's
+// single-threaded event loop; the only waits are the bounded ones in Cgroup::kill() and the
+// destructors (at most ~1 s each). Not thread-safe: one thread drives a manager and its groups.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/status.h"
+
+namespace corral {
+
+// Limits for a whole command tree. Unset means no limit of that kind (and no hierarchy is
+// required for it).
+struct CgroupLimits {
+  std::optional<std::uint64_t> memory_bytes;  // whole tree, bytes; at least 1 MiB; no swap
+  std::optional<std::uint64_t> pids;          // whole tree, processes and threads; 1..4194304
+  std::optional<double> cpus;                 // a rate: 0.5 = half a CPU (CFS quota per 100 ms
+                                              // period); 0.01..1024
+};
+
+// What the kernel counted for a group; a figure the host cannot give is unset.
+struct CgroupUsage {
+  std::optional<std::uint64_t> memory_peak_bytes;  // v1 memory.max_usage_in_bytes, v2 memory.peak
+                                                   // (kernel >= 5.19)
+  bool oom_killed = false;  // v1 memory.oom_control oom_kill (kernel >= 4.13), v2 memory.events
+                            // oom_kill > 0: the kernel killed a process for this group's limit
+  std::optional<std::uint64_t> cpu_usage_ns;  // v1 cpuacct.usage, v2 cpu.stat usage_usec * 1000
+};
+
+// What this host offers, found by trying (create a probe group, write a limit, remove it),
+// each with the reason it is or is not available.
+struct CgroupCapabilities {
+  bool memory = false, pids = false, cpu = false, cpu_accounting = false, kill = false;
+  std::string version;  // "v2", "v1", "v1+v2-kill" (v1 controllers, kill through v2), "none"
+  std::string memory_reason, pids_reason, cpu_reason, cpu_accounting_reason, kill_reason;
+};
+
+class Cgroup;
+namespace cgroup_detail {
+struct Hierarchy;
+// One directory of a group: where it is, how /proc/<pid>/cgroup names it, what it is used for.
+struct GroupDir {
+  std::string path;         // the group's directory
+  std::string cgroup_path;  // the same group as /proc/<pid>/cgroup names it
+  int hierarchy_id = 0;     // first field of /proc/<pid>/cgroup; 0 for v2
+  bool v2 = false;
+  bool memory = false, cpu_accounting = false, kill = false;  // what usage()/kill() use here
+};
+}  // namespace cgroup_detail
+
+class CgroupManager {
+ public:
+  // Detects the layout under `sysfs_root` (the cgroup mount point, or the tmpfs holding one
+  // mount per v1 hierarchy plus "unified") and `self_cgroup_file` (the supervisor's own
+  // membership, /proc/self/cgroup format); tests pass a fake tree. Creates "corral-<pid>"
+  // beneath the supervisor's group in every usable hierarchy. On pure v2, enabling controllers
+  // for children may require moving the supervisor into a leaf "corral-<pid>-self" of its own
+  // group (v2 forbids processes in a group that delegates controllers); the destructor moves it
+  // back. Never fails: whatever is missing is reported, with the reason, in capabilities().
+  // One live manager per process per tree: a second would take the first's groups for the
+  // leftovers of an earlier process with the same pid, and kill them.
+  static std::unique_ptr<CgroupManager> create(std::string sysfs_root = "/sys/fs/cgroup",
+                                               std::string self_cgroup_file = "/proc/self/cgroup");
+  // Kills whatever is left in the parent groups (Cgroups should be destroyed first) and removes
+  // them. Failures are ignored: a group the kernel will not remove stays behind.
+  ~CgroupManager();
+  CgroupManager(const CgroupManager&) = delete;
+  CgroupManager& operator=(const CgroupManager&) = delete;
+
+  const CgroupCapabilities& capabilities() const { return caps_; }
+
+  // Creates "<parent>/<name>" in every hierarchy needed for `limits`, plus the kill-capable one,
+  // plus the ones giving CPU accounting and the memory peak where available, and writes the
+  // limits. `name` is one path component ([A-Za-z0-9._-], not "." or "..", at most 200 bytes,
+  // not starting with "corral-"), unique among this manager's live groups.
+  // Fails with Status::invalid for a bad name or an absurd limit; with step "cgroup" naming the
+  // missing controller and why if a requested limit cannot be enforced here, or if the host has
+  // no usable hierarchy at all; with the errno of the mkdir or write that failed otherwise.
+  // On failure nothing is left behind (groups already created are removed).
+  // The caller owns the Cgroup; destroy it before the manager.
+  StatusOr<std::unique_ptr<Cgroup>> create_group(const std::string& name, const CgroupLimits& limits);
+
+ private:
+  CgroupManager() = default;
+  void detect(const std::string& sysfs_root, const std::string& self_cgroup_file);
+  void probe();
+
+  CgroupCapabilities caps_;
+  std::vector<std::unique_ptr<cgroup_detail::Hierarchy>> hierarchies_;
+  // Index in hierarchies_ of the one providing each capability; -1 if none.
+  int memory_ = -1, pids_ = -1, cpu_ = -1, cpu_accounting_ = -1, kill_ = -1;
+};
+
+// The group of one command, present in one or more hierarchies.
+class Cgroup {
+ public:
+  // kill() if anything is left, then removes the directory in every hierarchy. A directory the
+  // kernel will not remove (a process that would not die within ~1 s) is left, silently.
+  ~Cgroup();
+  Cgroup(const Cgroup&) = delete;
+  Cgroup& operator=(const Cgroup&) = delete;
+
+  // Moves `pid` (the whole process) into this group in every hierarchy: call it before the
+  // child execs, since its descendants inherit the group only from then on. Fails with the
+  // errno of the first cgroup.procs write that failed (ESRCH: no such process); the process
+  // may then be in some hierarchies of this group and not others.
+  Status add(pid_t pid);
+  // Reads what the kernel counted; figures this host cannot give are unset. Never fails.
+  CgroupUsage usage() const;
+  // Kills every process in the group: v2 cgroup.kill where available (kernel >= 5.14), else
+  // SIGKILL to every pid listed in cgroup.procs, round after round, until none is left. Waits at
+  // most ~1 s for the group to empty. Returns true if the group is empty afterwards.
+  bool kill();
+  // True if no process is left (every cgroup.procs empty or gone). Zombies do not count.
+  bool empty() const;
+  // The group's directories, one per hierarchy, for diagnostics and tests.
+  std::vector<std::string> paths() const;
+
+ private:
+  friend class CgroupManager;
+  explicit Cgroup(std::vector<cgroup_detail::GroupDir> dirs) : dirs_(std::move(dirs)) {}
+
+  std::vector<cgroup_detail::GroupDir> dirs_;
+};
+
+}  // namespace corral

@@ -1,0 +1,195 @@
+#include "runtime/landlock.h"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace corral {
+
+namespace {
+
+// The installed <linux/landlock.h> stops at ABI 2, so everything is defined here from the
+// kernel's uapi header (include/uapi/linux/landlock.h, Linux 6.15). Landlock's syscall numbers
+// are the same on every architecture (allocated after the 5.1 unification).
+constexpr long kSysCreateRuleset = 444;
+constexpr long kSysAddRule = 445;
+constexpr long kSysRestrictSelf = 446;
+
+constexpr std::uint32_t kCreateRulesetVersion = 1U << 0;
+constexpr int kRulePathBeneath = 1;
+
+struct RulesetAttr {
+  std::uint64_t handled_access_fs;
+  std::uint64_t handled_access_net;  // ABI 4
+  std::uint64_t scoped;              // ABI 6
+};
+
+struct __attribute__((packed)) PathBeneathAttr {
+  std::uint64_t allowed_access;
+  std::int32_t parent_fd;
+};
+
+// File-system rights.
+constexpr std::uint64_t kFsExecute = 1ULL << 0;
+constexpr std::uint64_t kFsWriteFile = 1ULL << 1;
+constexpr std::uint64_t kFsReadFile = 1ULL << 2;
+constexpr std::uint64_t kFsReadDir = 1ULL << 3;
+constexpr std::uint64_t kFsRefer = 1ULL << 13;     // ABI 2
+constexpr std::uint64_t kFsTruncate = 1ULL << 14;  // ABI 3
+constexpr std::uint64_t kFsIoctlDev = 1ULL << 15;  // ABI 5
+// ABI 1: EXECUTE .. MAKE_SYM (bits 0-12: write/read file, read dir, remove dir/file, make
+// char/dir/reg/sock/fifo/block/sym).
+constexpr std::uint64_t kFsAbi1 = (1ULL << 13) - 1;
+// Rights a rule on a non-directory may carry; others make landlock_add_rule fail with EINVAL.
+constexpr std::uint64_t kFsFileRights = kFsExecute | kFsWriteFile | kFsReadFile | kFsTruncate | kFsIoctlDev;
+
+// Network rights (ABI 4), TCP only: UDP and other protocols are not handled by Landlock.
+constexpr std::uint64_t kNetBindTcp = 1ULL << 0;
+constexpr std::uint64_t kNetConnectTcp = 1ULL << 1;
+
+// Scopes (ABI 6).
+constexpr std::uint64_t kScopeAbstractUnixSocket = 1ULL << 0;
+constexpr std::uint64_t kScopeSignal = 1ULL << 1;
+
+std::uint64_t fs_rights_for_abi(int abi) {
+  std::uint64_t rights = kFsAbi1;
+  if (abi >= 2) rights |= kFsRefer;
+  if (abi >= 3) rights |= kFsTruncate;
+  if (abi >= 5) rights |= kFsIoctlDev;
+  return rights;
+}
+
+// Adds a path-beneath rule for `path` granting `rights` (masked to what the ruleset handles).
+Status add_path_rule(int ruleset, const std::string& path, std::uint64_t rights, std::uint64_t handled) {
+  UniqueFd fd(::open(path.c_str(), O_PATH | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT || errno == ENOTDIR) return Status();  // does not exist: skipped
+    return Status::from_errno("landlock", errno, "open " + path);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return Status::from_errno("landlock", errno, "fstat " + path);
+  if (!S_ISDIR(st.st_mode)) rights &= kFsFileRights;
+  rights &= handled;
+  if (rights == 0) return Status();
+  PathBeneathAttr attr{rights, fd.get()};
+  if (::syscall(kSysAddRule, ruleset, kRulePathBeneath, &attr, 0) != 0)
+    return Status::from_errno("landlock", errno, "add rule for " + path);
+  return Status();
+}
+
+}  // namespace
+
+int landlock_abi() {
+  long v = ::syscall(kSysCreateRuleset, nullptr, 0, kCreateRulesetVersion);
+  return v < 0 ? 0 : static_cast<int>(v);
+}
+
+StatusOr<UniqueFd> build_landlock_ruleset(const LandlockPolicy& policy) {
+  long v = ::syscall(kSysCreateRuleset, nullptr, 0, kCreateRulesetVersion);
+  if (v < 0) {
+    int err = errno;
+    return Status::from_errno("landlock", err,
+                              err == EOPNOTSUPP ? "(built in but disabled at boot: lsm= lacks landlock)"
+                                                : "(not supported by this kernel)");
+  }
+  const int abi = static_cast<int>(v);
+  const std::uint64_t handled_fs = fs_rights_for_abi(abi);
+  RulesetAttr attr{handled_fs, 0, 0};
+  if (abi >= 4 && policy.deny_tcp) attr.handled_access_net = kNetBindTcp | kNetConnectTcp;
+  if (abi >= 6) {
+    if (policy.scope_signals) attr.scoped |= kScopeSignal;
+    if (policy.scope_abstract_unix) attr.scoped |= kScopeAbstractUnixSocket;
+  }
+  // Older kernels take the struct prefix they know.
+  const std::size_t size = abi >= 6 ? sizeof(RulesetAttr)
+                         : abi >= 4 ? offsetof(RulesetAttr, scoped)
+                                    : offsetof(RulesetAttr, handled_access_net);
+  // The kernel opens the ruleset fd close-on-exec.
+  UniqueFd ruleset(static_cast<int>(::syscall(kSysCreateRuleset, &attr, size, 0)));
+  if (!ruleset) return Status::from_errno("landlock", errno, "create ruleset");
+
+  constexpr std::uint64_t kReadRights = kFsExecute | kFsReadFile | kFsReadDir;
+  constexpr std::uint64_t kWriteFileRights = kFsReadFile | kFsWriteFile | kFsTruncate | kFsIoctlDev;
+  for (const auto& path : policy.read_roots) {
+    if (Status s = add_path_rule(ruleset.get(), path, kReadRights, handled_fs); !s.ok()) return s;
+  }
+  for (const auto& path : policy.write_roots) {
+    if (Status s = add_path_rule(ruleset.get(), path, handled_fs, handled_fs); !s.ok()) return s;
+  }
+  for (const auto& path : policy.write_files) {
+    if (Status s = add_path_rule(ruleset.get(), path, kWriteFileRights, handled_fs); !s.ok()) return s;
+  }
+  return ruleset;
+}
+
+int landlock_restrict(int ruleset_fd) noexcept {
+  if (::syscall(kSysRestrictSelf, ruleset_fd, 0) != 0) return errno;
+  return 0;
+}
+
+namespace {
+
+struct ProbeReport {
+  int step;  // 0 ok, 1 no_new_privs, 2 restrict, 3 read refused, 4 write not refused
+  int err;
+};
+
+}  // namespace
+
+Status probe_landlock() {
+  LandlockPolicy policy;
+  policy.read_roots = {"/"};
+  auto ruleset = build_landlock_ruleset(policy);
+  if (!ruleset.ok()) return ruleset.status();
+  const int rfd = ruleset->get();
+
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::from_errno("pipe", errno);
+  UniqueFd rd(fds[0]), wr(fds[1]);
+  // The child only makes syscalls (safe after fork in a multithreaded parent).
+  pid_t pid = ::fork();
+  if (pid < 0) return Status::from_errno("fork", errno);
+  if (pid == 0) {
+    ProbeReport r{0, 0};
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+      r = {1, errno};
+    } else if (int err = landlock_restrict(rfd); err != 0) {
+      r = {2, err};
+    } else if (int d = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC); d < 0) {
+      r = {3, errno};
+    } else if (int w = ::open("/dev/null", O_WRONLY | O_CLOEXEC); w >= 0 || errno != EACCES) {
+      r = {4, w >= 0 ? 0 : errno};
+    }
+    ssize_t ignored = ::write(wr.get(), &r, sizeof r);
+    (void)ignored;
+    ::_exit(0);
+  }
+  wr.reset();
+  ProbeReport r{-1, 0};
+  ssize_t n;
+  do n = ::read(rd.get(), &r, sizeof r);
+  while (n < 0 && errno == EINTR);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (n != static_cast<ssize_t>(sizeof r))
+    return Status::error("verify", 0, "probe child died before reporting (wait status " +
+                                          std::to_string(wstatus) + ")");
+  switch (r.step) {
+    case 0: return Status();
+    case 1: return Status::from_errno("no_new_privs", r.err);
+    case 2: return Status::from_errno("restrict", r.err, "landlock_restrict_self");
+    case 3: return Status::from_errno("verify", r.err, "reading / under a read root");
+    default: return Status::error("verify", r.err, "opening /dev/null for writing was not refused with EACCES");
+  }
+}
+
+}  // namespace corral

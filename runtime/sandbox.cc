@@ -1,0 +1,487 @@
+#include "runtime/sandbox.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+
+#include "runtime/landlock.h"
+#include "runtime/sandbox_plan.h"
+#include "runtime/seccomp_filter.h"
+#include "runtime/unique_fd.h"
+
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+
+namespace corral {
+
+using sandbox::SandboxPlan;
+
+namespace {
+
+constexpr std::size_t kInitStackBytes = 256 * 1024;
+// Device nodes every non-full-access sandbox gets (DESIGN.md "Policy by mode"); /dev/shm is
+// the scope's temp dir, so that its writes fall under the same rules as /tmp.
+constexpr const char* kDevNodes[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"};
+
+Status write_file(const std::string& path, const std::string& data) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) return Status::from_errno("open", errno, path);
+  if (::write(fd.get(), data.data(), data.size()) != static_cast<ssize_t>(data.size()))
+    return Status::from_errno("write", errno, path + " <- '" + data + "'");
+  return {};
+}
+
+// A short-lived child in new namespaces: `fn` runs in it; its exit status is the probe's answer.
+struct ProbeArgs {
+  int (*fn)(void*);
+  void* arg;
+};
+int probe_trampoline(void* p) {
+  auto* a = static_cast<ProbeArgs*>(p);
+  return a->fn(a->arg);
+}
+
+// 0 on success, else an errno (from clone, or the child's exit status).
+int probe_clone(int flags, int (*fn)(void*) = nullptr, void* arg = nullptr) {
+  static int (*const noop)(void*) = [](void*) -> int { return 0; };
+  ProbeArgs args{fn ? fn : noop, arg};
+  std::vector<char> stack(64 * 1024);
+  pid_t pid = ::clone(probe_trampoline, stack.data() + stack.size(), flags | SIGCHLD, &args);
+  if (pid < 0) return errno;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return EINTR;
+}
+
+int probe_loopback(void*) {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return errno;
+  return 0;
+}
+
+std::string errno_reason(const std::string& what, int err) {
+  return what + " failed: " + std::strerror(err);
+}
+
+}  // namespace
+
+struct SandboxHost::Impl {
+  std::unique_ptr<CgroupManager> cgroups;
+  std::optional<SeccompProgram> seccomp_denied, seccomp_allowed;
+  std::map<std::string, LayerReport> by_name;
+  bool idmap = false;
+};
+
+SandboxHost::~SandboxHost() = default;
+
+std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
+  std::unique_ptr<SandboxHost> host(new SandboxHost());
+  host->options_ = std::move(options);
+  host->root_ = ::geteuid() == 0;
+  host->impl_ = std::make_unique<Impl>();
+  auto& layers = host->layers_;
+  auto add = [&](std::string name, bool ok, std::string reason) {
+    layers.push_back({std::move(name), ok, std::move(reason)});
+  };
+
+  int err = probe_clone(CLONE_NEWUSER);
+  add("user-ns", err == 0, err == 0 ? "clone(CLONE_NEWUSER) works" : errno_reason("clone(CLONE_NEWUSER)", err));
+  const int u = err == 0 ? CLONE_NEWUSER : 0;
+  struct NsProbe {
+    const char* name;
+    int flag;
+  };
+  for (NsProbe ns : {NsProbe{"mount-ns", CLONE_NEWNS}, NsProbe{"pid-ns", CLONE_NEWPID}, NsProbe{"ipc-ns", CLONE_NEWIPC},
+                     NsProbe{"uts-ns", CLONE_NEWUTS}}) {
+    err = probe_clone(u | ns.flag);
+    add(ns.name, err == 0, err == 0 ? std::string("clone works inside a user namespace") : errno_reason("clone", err));
+  }
+  err = probe_clone(u | CLONE_NEWNET, probe_loopback);
+  add("net-ns", err == 0, err == 0 ? "a fresh network namespace with only its own loopback" : errno_reason("clone(CLONE_NEWNET)", err));
+
+  if (Status st = probe_landlock(); st.ok())
+    add("landlock", true, "Landlock ABI " + std::to_string(landlock_abi()) + ": writes only beneath writable roots");
+  else
+    add("landlock", false, st.message());
+
+  auto denied = build_seccomp_program(SeccompPolicy{true});
+  auto allowed = build_seccomp_program(SeccompPolicy{false});
+  Status seccomp_probe = probe_seccomp();
+  if (denied.ok() && allowed.ok() && seccomp_probe.ok()) {
+    host->impl_->seccomp_denied.emplace(std::move(denied).value());
+    host->impl_->seccomp_allowed.emplace(std::move(allowed).value());
+    add("seccomp", true, "libseccomp filter with no_new_privs (" +
+                             std::to_string(host->impl_->seccomp_denied->instructions()) + " BPF instructions)");
+  } else {
+    add("seccomp", false, !seccomp_probe.ok() ? seccomp_probe.message()
+                                              : (!denied.ok() ? denied.status().message() : allowed.status().message()));
+  }
+
+  host->impl_->cgroups = CgroupManager::create(host->options_.cgroup_root);
+  const CgroupCapabilities& cg = host->impl_->cgroups->capabilities();
+  add("cgroup-memory", cg.memory, cg.memory_reason);
+  add("cgroup-pids", cg.pids, cg.pids_reason);
+  add("cgroup-cpu", cg.cpu, cg.cpu_reason);
+  add("cgroup-cpu-time", cg.cpu_accounting, cg.cpu_accounting_reason);
+  add("cgroup-kill", cg.kill, cg.kill_reason);
+  add("rlimits", true, "core 0, file size and CPU-time floors per process");
+  add("caps-dropped", true, "empty bounding, ambient, effective and permitted sets; no_new_privs");
+
+  // Idmapped mounts make root-owned workspaces writable for the sandbox uid (root only).
+  if (host->root_) {
+    err = 0;
+    UniqueFd tree(::open_tree(AT_FDCWD, host->options_.temp_root.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+    if (!tree) err = errno;
+    // Any user namespace but the initial one will do: our own probe child's.
+    int pipefd[2];
+    if (!err && ::pipe2(pipefd, O_CLOEXEC) < 0) err = errno;
+    if (!err) {
+      UniqueFd r(pipefd[0]), w(pipefd[1]);
+      std::vector<char> stack(64 * 1024);
+      static int (*const wait_fn)(void*) = [](void* fd) -> int {
+        char c;
+        return static_cast<int>(::read(*static_cast<int*>(fd), &c, 1));
+      };
+      int rfd = r.get();
+      pid_t pid = ::clone(wait_fn, stack.data() + stack.size(), CLONE_NEWUSER | SIGCHLD, &rfd);
+      if (pid < 0) err = errno;
+      else {
+        Status st = write_file("/proc/" + std::to_string(pid) + "/uid_map", "0 " + std::to_string(host->options_.sandbox_uid) + " 1");
+        if (st.ok()) st = write_file("/proc/" + std::to_string(pid) + "/gid_map", "0 " + std::to_string(host->options_.sandbox_gid) + " 1");
+        UniqueFd ns(::open(("/proc/" + std::to_string(pid) + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+        if (!st.ok()) err = st.err() ? st.err() : EINVAL;
+        else if (!ns) err = errno;
+        else {
+          struct mount_attr attr {};
+          attr.attr_set = MOUNT_ATTR_IDMAP;
+          attr.userns_fd = static_cast<std::uint64_t>(ns.get());
+          if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) < 0) err = errno;
+        }
+        ::kill(pid, SIGKILL);  // it holds its own copy of the pipe: no EOF would come
+        int status;
+        ::waitpid(pid, &status, 0);
+      }
+    }
+    host->impl_->idmap = err == 0;
+    add("idmapped-mounts", err == 0,
+        err == 0 ? "root-owned workspace roots are shown writable to the sandbox uid " + std::to_string(host->options_.sandbox_uid)
+                 : errno_reason("idmapping a mount of " + host->options_.temp_root, err));
+  }
+
+  // Finally the whole mount view, end to end: a sandboxed /bin/true.
+  bool mount_prereqs = true;
+  for (const char* need : {"user-ns", "mount-ns", "pid-ns"})
+    for (const auto& l : layers)
+      if (l.name == need && !l.available) mount_prereqs = false;
+  if (mount_prereqs) {
+    SpawnSpec s;
+    s.argv = {"/bin/true"};
+    s.env = {"PATH=/usr/bin:/bin"};
+    s.cwd = "/";
+    UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
+    s.fds = {{devnull.get(), 0}, {devnull.get(), 1}, {devnull.get(), 2}};
+    Policy p;
+    p.network = Network::allowed;  // the view only; the network layer was probed above
+    for (auto& l : layers) host->impl_->by_name[l.name] = l;
+    auto launched = host->launch(s, p, host->options_.temp_root, "probe");
+    if (launched.ok()) {
+      ExitInfo info;
+      launched->init.reap(info, true);
+      add("mount-view", true, "read-only root, writable roots and /tmp, private /proc and /dev, masked paths");
+    } else {
+      add("mount-view", false, launched.status().message());
+    }
+  } else {
+    add("mount-view", false, "needs user, mount and PID namespaces");
+  }
+  for (auto& l : layers) host->impl_->by_name[l.name] = l;
+  return host;
+}
+
+Status SandboxHost::check(const Policy& policy) const {
+  std::vector<const char*> needed = {"user-ns", "mount-ns", "pid-ns", "ipc-ns", "uts-ns", "mount-view", "seccomp"};
+  if (policy.network == Network::denied) needed.push_back("net-ns");
+  if (policy.mode != Mode::danger_full_access) needed.push_back("landlock");
+  if (policy.caps.memory_bytes) needed.push_back("cgroup-memory");
+  if (policy.caps.pids) needed.push_back("cgroup-pids");
+  if (policy.caps.cpus) needed.push_back("cgroup-cpu");
+  if (policy.caps.cpu_time) needed.push_back("cgroup-cpu-time");
+  for (const char* name : needed) {
+    auto it = impl_->by_name.find(name);
+    if (it == impl_->by_name.end()) continue;  // still probing (the mount-view probe itself)
+    if (!it->second.available)
+      return Status::error("layer", ENOTSUP,
+                           std::string("this host cannot enforce ") + name + ": " + it->second.reason +
+                               " (refusing rather than running with less isolation)");
+  }
+  return {};
+}
+
+Status SandboxHost::adopt_temp_dir(const std::string& dir) const {
+  if (root_ && ::chown(dir.c_str(), options_.sandbox_uid, options_.sandbox_gid) < 0)
+    return Status::from_errno("chown", errno, dir);
+  return {};
+}
+
+bool SandboxLaunch::read_report(ExitInfo& info) {
+  sandbox::Report r{};
+  ssize_t n = ::read(report.get(), &r, sizeof r);
+  if (n != static_cast<ssize_t>(sizeof r)) return false;
+  info.exited = r.exited != 0;
+  info.exit_code = r.code;
+  info.signal = r.signal;
+  info.user_cpu_ms = r.user_cpu_us / 1000;
+  info.sys_cpu_ms = r.sys_cpu_us / 1000;
+  info.max_rss_kb = r.max_rss_kb;
+  return true;
+}
+
+StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy& policy, const std::string& temp_dir,
+                                            const std::string& name) const {
+  if (spec.argv.empty() || spec.argv[0].empty()) return Status::invalid("empty argv");
+  if (Status st = check(policy); !st.ok()) return st;
+  const bool full = policy.mode == Mode::danger_full_access;
+  SandboxLaunch out;
+
+  // --- everything the child reads, built here ---
+  std::vector<std::string> candidates = exec_candidates(spec.argv[0], spec.env);
+  std::vector<const char*> exec_paths;
+  for (const auto& c : candidates) exec_paths.push_back(c.c_str());
+  std::vector<std::string> argv_store = spec.argv, env_store = spec.env;
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_store) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  auto plan = std::make_unique<SandboxPlan>();
+  SandboxPlan& p = *plan;
+  std::memset(&p, 0, sizeof p);
+  p.exec.exec_paths = exec_paths.data();
+  p.exec.exec_path_count = exec_paths.size();
+  p.exec.argv = argv.data();
+  p.exec.envp = envp.data();
+  p.exec.cwd = spec.cwd.empty() ? nullptr : spec.cwd.c_str();
+  p.exec.fds = spec.fds.data();
+  p.exec.fd_count = spec.fds.size();
+  int max_target = 2;
+  for (const auto& m : spec.fds) max_target = std::max(max_target, m.target);
+  p.exec.first_closed_fd = max_target + 1;
+  sigemptyset(&p.exec.child_sigmask);
+  p.inside_uid = root_ ? 0 : ::geteuid();
+  p.inside_gid = root_ ? 0 : ::getegid();
+  p.drop_groups = root_;
+  p.new_net = policy.network == Network::denied;
+  p.new_mount = true;
+  p.full_access = full;
+  p.landlock_fd = -1;
+
+  // Binds, in order: the temp dir as /tmp, workspace roots, then --bind.
+  struct BindSpec {
+    std::string source, target;
+    bool writable;
+  };
+  std::vector<BindSpec> binds;
+  binds.push_back({temp_dir, "/tmp", true});
+  if (policy.mode != Mode::read_only)
+    for (const auto& w : policy.workspaces) binds.push_back({w, w, true});
+  for (const auto& b : policy.binds) binds.push_back({b.source, b.target, b.writable && policy.mode != Mode::read_only});
+  if (binds.size() > sandbox::kMaxBinds) return Status::invalid("too many binds and workspaces (max 63)");
+  std::vector<UniqueFd> parent_trees;  // idmapped workspaces, made here and sent to the child
+  std::vector<std::size_t> idmap_binds;
+  for (std::size_t i = 0; i < binds.size(); ++i) {
+    struct stat st {};
+    if (::stat(binds[i].source.c_str(), &st) < 0) return Status::from_errno("path", errno, binds[i].source);
+    auto& b = p.binds[p.bind_count++];
+    b.source = binds[i].source.c_str();
+    b.target = binds[i].target.c_str();
+    b.writable = binds[i].writable;
+    b.is_dir = S_ISDIR(st.st_mode);
+    b.parent_slot = -1;
+    // A root-owned writable root is shown owned by the sandbox uid through an idmapped mount.
+    if (root_ && b.writable && st.st_uid == 0 && i > 0 && impl_->idmap) {
+      b.parent_slot = static_cast<int>(idmap_binds.size());
+      idmap_binds.push_back(i);
+    }
+  }
+  std::vector<std::string> dev_nodes;
+  if (!full) {
+    for (const char* d : kDevNodes)
+      if (::access(d, F_OK) == 0) p.dev_nodes[p.dev_node_count++] = d;
+    p.dev_shm_source = temp_dir.c_str();
+  }
+  std::vector<std::string> mask_paths;
+  for (const auto& d : policy.deny_read) mask_paths.push_back(d);
+  for (const auto& h : options_.hidden_paths) mask_paths.push_back(h);
+  if (mask_paths.size() > sandbox::kMaxMasks) return Status::invalid("too many --deny-read paths (max 60)");
+  for (const auto& m : mask_paths) {
+    struct stat st {};
+    bool dir = ::stat(m.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    p.masks[p.mask_count++] = {m.c_str(), dir};
+  }
+  if (policy.protect.size() > sandbox::kMaxMasks) return Status::invalid("too many --protect paths (max 64)");
+  for (const auto& pr : policy.protect) p.protect[p.protect_count++] = pr.c_str();
+
+  p.limit_core = true;
+  p.fsize_limit = policy.caps.max_file_size.value_or(0);
+  if (policy.caps.cpu_time) p.cpu_limit_s = static_cast<std::uint64_t>((policy.caps.cpu_time->count() + 999) / 1000) + 1;
+
+  UniqueFd landlock;
+  if (!full) {
+    LandlockPolicy lp;
+    lp.read_roots = {"/"};
+    for (const auto& b : binds)
+      if (b.writable) lp.write_roots.push_back(b.source);
+    for (const char* d : kDevNodes) lp.write_files.push_back(d);
+    lp.deny_tcp = policy.network == Network::denied;
+    auto ruleset = build_landlock_ruleset(lp);
+    if (!ruleset.ok()) return ruleset.status();
+    landlock = std::move(ruleset).value();
+    p.landlock_fd = landlock.get();
+    out.enforced.push_back("landlock");
+  }
+  const SeccompProgram& filter = policy.network == Network::denied ? *impl_->seccomp_denied : *impl_->seccomp_allowed;
+  p.seccomp = filter.prog();
+
+  // Whole-tree accounting and caps.
+  CgroupLimits limits;
+  limits.memory_bytes = policy.caps.memory_bytes;
+  limits.pids = policy.caps.pids;
+  limits.cpus = policy.caps.cpus;
+  const CgroupCapabilities& cg = impl_->cgroups->capabilities();
+  if (policy.caps.any_cgroup() || cg.kill || cg.memory) {
+    auto group = impl_->cgroups->create_group(name, limits);
+    if (!group.ok()) {
+      if (policy.caps.any_cgroup()) return group.status();  // asked for: refuse
+    } else {
+      out.cgroup = std::move(group).value();
+    }
+  }
+
+  // --- pipes, clone ---
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) return Status::from_errno("socketpair", errno);
+  UniqueFd sync_parent(sv[0]), sync_child(sv[1]);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
+  UniqueFd err_read(fds[0]), err_write(fds[1]);
+  if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
+  UniqueFd report_read(fds[0]), report_write(fds[1]);
+  p.sync_fd = sync_child.get();
+  p.report_fd = report_write.get();
+  p.exec.error_fd = err_write.get();
+
+  void* stack = ::mmap(nullptr, kInitStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return Status::from_errno("mmap", errno, "init stack");
+  int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD;
+  if (p.new_net) flags |= CLONE_NEWNET;
+  int pidfd = -1;
+  pid_t pid = ::clone(sandbox::init_main, static_cast<char*>(stack) + kInitStackBytes, flags, &p, &pidfd);
+  int clone_errno = errno;
+  ::munmap(stack, kInitStackBytes);  // the child has its own copy of the mapping
+  if (pid < 0) return Status::from_errno("clone", clone_errno, "(user, mount, PID, IPC, UTS namespaces)");
+  out.init = Process(pid, UniqueFd(pidfd));
+  sync_child.reset();
+  err_write.reset();
+  report_write.reset();
+
+  // --- the parent's half of setup: ids, cgroup, idmapped mounts, then "go" ---
+  const std::string proc = "/proc/" + std::to_string(pid);
+  Status st;
+  if (root_) {
+    st = write_file(proc + "/uid_map", "0 " + std::to_string(options_.sandbox_uid) + " 1");
+    if (st.ok()) st = write_file(proc + "/gid_map", "0 " + std::to_string(options_.sandbox_gid) + " 1");
+  } else {
+    st = write_file(proc + "/setgroups", "deny");
+    if (st.ok()) st = write_file(proc + "/uid_map", std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1");
+    if (st.ok()) st = write_file(proc + "/gid_map", std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1");
+  }
+  if (st.ok() && out.cgroup) st = out.cgroup->add(pid);
+  if (st.ok() && !idmap_binds.empty()) {
+    UniqueFd ns(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!ns) st = Status::from_errno("idmap", errno, proc + "/ns/user");
+    for (std::size_t k = 0; st.ok() && k < idmap_binds.size(); ++k) {
+      const std::string& src = binds[idmap_binds[k]].source;
+      UniqueFd tree(::open_tree(AT_FDCWD, src.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+      if (!tree) {
+        st = Status::from_errno("idmap", errno, src);
+        break;
+      }
+      struct mount_attr attr {};
+      attr.attr_set = MOUNT_ATTR_IDMAP;
+      attr.userns_fd = static_cast<std::uint64_t>(ns.get());
+      if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0) {
+        st = Status::from_errno("idmap", errno, "idmapped mount of " + src);
+        break;
+      }
+      parent_trees.push_back(std::move(tree));
+    }
+  }
+  if (!st.ok()) return st;  // `out.init` kills and reaps the child
+
+  char go = 'g';
+  struct iovec iov {&go, 1};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  std::vector<char> control;
+  if (!parent_trees.empty()) {
+    control.resize(CMSG_SPACE(sizeof(int) * parent_trees.size()));
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * parent_trees.size());
+    for (std::size_t k = 0; k < parent_trees.size(); ++k) {
+      int fd = parent_trees[k].get();
+      std::memcpy(CMSG_DATA(c) + k * sizeof(int), &fd, sizeof fd);
+    }
+  }
+  if (::sendmsg(sync_parent.get(), &msg, MSG_NOSIGNAL) != 1) return Status::from_errno("sync", errno, "releasing the sandbox");
+  parent_trees.clear();
+
+  // EOF on the error pipe: the command has exec'd (init and the command both closed it).
+  child::ChildError report{};
+  ssize_t n;
+  do {
+    n = ::read(err_read.get(), &report, sizeof report);
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof report)) {
+    int step = static_cast<int>(report.step);
+    std::string detail;
+    if (step == static_cast<int>(sandbox::Step::exec)) detail = "'" + spec.argv[0] + "'";
+    if (step == static_cast<int>(sandbox::Step::chdir)) detail = "'" + spec.cwd + "'";
+    return Status::from_errno(sandbox::step_name(step), report.err, detail);
+  }
+
+  ::fcntl(report_read.get(), F_SETFL, O_NONBLOCK);
+  out.report = std::move(report_read);
+  for (const char* l : {"user-ns", "mount-ns", "pid-ns", "ipc-ns", "uts-ns", "mount-view", "seccomp", "caps-dropped", "rlimits"})
+    out.enforced.push_back(l);
+  if (p.new_net) out.enforced.push_back("net-ns");
+  if (!idmap_binds.empty()) out.enforced.push_back("idmapped-mounts");
+  if (out.cgroup) {
+    if (policy.caps.memory_bytes) out.enforced.push_back("cgroup-memory");
+    if (policy.caps.pids) out.enforced.push_back("cgroup-pids");
+    if (policy.caps.cpus) out.enforced.push_back("cgroup-cpu");
+    if (policy.caps.cpu_time) out.enforced.push_back("cgroup-cpu-time");
+    if (cg.kill) out.enforced.push_back("cgroup-kill");
+  }
+  return out;
+}
+
+}  // namespace corral

@@ -1,0 +1,76 @@
+// The isolation layers, parent side: what this host can enforce (probed by trying each
+// layer), and the launch of one command inside user, mount, PID, IPC, UTS and (network
+// denied) network namespaces, with a mount view built from the policy, Landlock, seccomp,
+// empty capabilities, rlimits and a cgroup. The child side is sandbox_child.cc.
+//
+// A request that needs a layer this host lacks is refused by check() with the layer's name
+// and the probe's reason; nothing is downgraded silently.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/cgroup.h"
+#include "runtime/policy.h"
+#include "runtime/probe.h"
+#include "runtime/process.h"
+#include "runtime/spawn.h"
+#include "runtime/status.h"
+
+namespace corral {
+
+struct HostOptions {
+  // A root supervisor runs commands as this unprivileged host uid/gid (serve --sandbox-uid),
+  // never as host uid 0. A non-root supervisor runs them as its own uid.
+  uid_t sandbox_uid = 65534;
+  gid_t sandbox_gid = 65534;
+  std::vector<std::string> hidden_paths;  // masked in every sandbox: the supervisor's socket dir
+  std::string cgroup_root = "/sys/fs/cgroup";
+  std::string temp_root = "/tmp";         // where the idmapped-mount probe tries
+};
+
+// One launched sandbox: its init (PID 1 of the command's namespaces) and what it enforces.
+struct SandboxLaunch {
+  Process init;
+  UniqueFd report;                      // read end of init's report pipe
+  std::unique_ptr<Cgroup> cgroup;       // null when no cgroup was used
+  std::vector<std::string> enforced;    // layer names, as corral status prints them
+  // After init has exited: the command's exit and usage as init reported it. False if init
+  // died before reporting (SIGKILLed), in which case `info` is left as is.
+  bool read_report(ExitInfo& info);
+};
+
+class SandboxHost {
+ public:
+  // Probes every layer (a few short-lived children; tens of ms) and prepares what launches share.
+  static std::unique_ptr<SandboxHost> create(HostOptions options);
+  ~SandboxHost();
+
+  const std::vector<LayerReport>& layers() const { return layers_; }
+  const HostOptions& options() const { return options_; }
+  bool root() const { return root_; }
+  // ok if every layer `policy` needs is available; otherwise names the first missing one.
+  Status check(const Policy& policy) const;
+  // Prepares the scope temp dir for commands (owner: the sandbox uid for a root supervisor).
+  Status adopt_temp_dir(const std::string& dir) const;
+
+  // Launches spec.argv under `policy`. `temp_dir` (host path) is the command's /tmp;
+  // spec.cwd and spec.env are as the command sees them. On success the command has exec'd.
+  // `name` names the cgroup. Failures before exec come back as a Status naming the step.
+  StatusOr<SandboxLaunch> launch(const SpawnSpec& spec, const Policy& policy, const std::string& temp_dir,
+                                 const std::string& name) const;
+
+  struct Impl;
+
+ private:
+  SandboxHost() = default;
+  HostOptions options_;
+  bool root_ = false;
+  std::vector<LayerReport> layers_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace corral

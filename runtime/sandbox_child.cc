@@ -1,0 +1,414 @@
+// The sandbox's init, from clone to the command's exec and then as PID 1 until the command
+// ends. Austere on purpose, like child_setup.cc: no allocation, no logging, no exceptions;
+// it reads the SandboxPlan the parent prepared and makes syscalls. A failed step writes
+// {step, errno} to the error pipe and exits; the parent reads that pipe to EOF.
+//
+// This runs in a forked copy of the supervisor (clone without CLONE_VM), so it may write its
+// own copy of the plan (the bind tree fds).
+#include "runtime/sandbox_plan.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/close_range.h>
+#include <linux/securebits.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "runtime/landlock.h"
+#include "runtime/seccomp_filter.h"
+
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000  // linux/fcntl.h, 5.12
+#endif
+
+namespace corral::sandbox {
+
+const char* step_name(int step) {
+  switch (static_cast<Step>(step)) {
+    case Step::none: return "none";
+    case Step::sync: return "sync";
+    case Step::ids: return "ids";
+    case Step::hostname: return "hostname";
+    case Step::loopback: return "loopback";
+    case Step::mount_private: return "mount-private";
+    case Step::mount_source: return "mount-source";
+    case Step::mount_root_ro: return "mount-root-ro";
+    case Step::mount_bind: return "mount-bind";
+    case Step::mount_target: return "mount-target";
+    case Step::mount_dev: return "mount-dev";
+    case Step::mount_proc: return "mount-proc";
+    case Step::mount_mask: return "mount-mask";
+    case Step::mount_protect: return "mount-protect";
+    case Step::rlimits: return "rlimits";
+    case Step::fork: return "fork";
+    case Step::chdir: return "chdir";
+    case Step::no_new_privs: return "no-new-privs";
+    case Step::landlock: return "landlock";
+    case Step::caps: return "caps";
+    case Step::seccomp: return "seccomp";
+    case Step::exec: return "exec";
+  }
+  return child::step_name(static_cast<child::Step>(step));
+}
+
+namespace {
+
+[[noreturn]] void fail(const SandboxPlan& plan, Step step, int err) {
+  child::ChildError e{static_cast<child::Step>(step), err};
+  [[maybe_unused]] auto n = ::write(plan.exec.error_fd, &e, sizeof e);
+  ::_exit(127);
+}
+
+int set_readonly(int dfd, const char* path, unsigned flags, bool readonly) {
+  struct mount_attr attr {};
+  if (readonly) attr.attr_set = MOUNT_ATTR_RDONLY;
+  else attr.attr_clr = MOUNT_ATTR_RDONLY;
+  return ::mount_setattr(dfd, path, flags, &attr, sizeof attr);
+}
+
+// Creates a missing mount point: a directory or an empty file. EROFS/ENOENT here means the
+// target lies in a read-only part of the view; the caller reports it.
+int ensure_target(const char* path, bool is_dir) {
+  struct stat st {};
+  if (::stat(path, &st) == 0) return 0;
+  if (is_dir) return ::mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1;
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  ::close(fd);
+  return 0;
+}
+
+// tmpfs, mode 000 and read-only: an empty, unreadable directory.
+int mask_dir(const char* path) {
+  return ::mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=000,size=4k");
+}
+
+void bring_loopback_up(const SandboxPlan& plan) {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) fail(plan, Step::loopback, errno);
+  struct ifreq ifr {};
+  std::memcpy(ifr.ifr_name, "lo", 3);
+  if (::ioctl(s, SIOCGIFFLAGS, &ifr) < 0) fail(plan, Step::loopback, errno);
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  if (::ioctl(s, SIOCSIFFLAGS, &ifr) < 0) fail(plan, Step::loopback, errno);
+  ::close(s);
+}
+
+// Receives "go" and the parent's detached mounts. EOF: the parent is gone.
+void wait_for_parent(SandboxPlan& plan, int* parent_fds, std::size_t& parent_fd_count) {
+  char byte = 0;
+  struct iovec iov {&byte, 1};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxBinds)];
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = ::recvmsg(plan.sync_fd, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1 || byte != 'g') fail(plan, Step::sync, n < 0 ? errno : EPIPE);
+  parent_fd_count = 0;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    std::memcpy(parent_fds + parent_fd_count, CMSG_DATA(c), k * sizeof(int));
+    parent_fd_count += k;
+  }
+}
+
+struct Sources {
+  int dev[kMaxDevNodes];
+  int shm = -1;
+};
+
+// Phase one, with the supervisor's host uid: make every mount private and open every bind
+// source as a detached tree, before anything is mounted over it (a workspace under /tmp must
+// not disappear when the temp dir covers /tmp). Our capabilities in the new user namespace
+// count only for inodes whose owner is mapped into it, so this reaches what the supervisor's
+// uid can reach, and no more.
+void open_sources(SandboxPlan& plan, const int* parent_fds, std::size_t parent_fd_count, Sources& src) {
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0) fail(plan, Step::mount_private, errno);
+  for (std::size_t i = 0; i < plan.bind_count; ++i) {
+    BindMount& b = plan.binds[i];
+    if (b.parent_slot >= 0) {
+      if (static_cast<std::size_t>(b.parent_slot) >= parent_fd_count) fail(plan, Step::mount_source, EBADF);
+      b.tree_fd = parent_fds[b.parent_slot];
+      continue;
+    }
+    b.tree_fd = ::open_tree(AT_FDCWD, b.source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (b.tree_fd < 0) fail(plan, Step::mount_source, errno);
+  }
+  if (plan.full_access) return;
+  for (std::size_t i = 0; i < plan.dev_node_count; ++i) {
+    src.dev[i] = ::open_tree(AT_FDCWD, plan.dev_nodes[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (src.dev[i] < 0) fail(plan, Step::mount_dev, errno);
+  }
+  if (plan.dev_shm_source) {
+    src.shm = ::open_tree(AT_FDCWD, plan.dev_shm_source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (src.shm < 0) fail(plan, Step::mount_dev, errno);
+  }
+}
+
+// Phase two, as the sandbox's own uid (files created in the new tmpfs mounts need a mapped
+// owner): the read-only root, the binds, /dev, /proc, protected paths and masks.
+void build_mount_view(SandboxPlan& plan, Sources& src) {
+  int* dev_fds = src.dev;
+  int shm_fd = src.shm;
+  if (!plan.full_access) {
+    // The whole host tree, read-only (5.12+). Adding MNT_READONLY is allowed even on mounts
+    // whose flags are locked by the user namespace; removing it would not be.
+    if (set_readonly(AT_FDCWD, "/", AT_RECURSIVE, true) < 0) fail(plan, Step::mount_root_ro, errno);
+  }
+
+  for (std::size_t i = 0; i < plan.bind_count; ++i) {
+    BindMount& b = plan.binds[i];
+    if (set_readonly(b.tree_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, !b.writable) < 0) fail(plan, Step::mount_bind, errno);
+    if (ensure_target(b.target, b.is_dir) < 0) fail(plan, Step::mount_target, errno);
+    if (::move_mount(b.tree_fd, "", AT_FDCWD, b.target, MOVE_MOUNT_F_EMPTY_PATH) < 0) fail(plan, Step::mount_bind, errno);
+    ::close(b.tree_fd);
+  }
+
+  if (!plan.full_access) {
+    // A fresh /dev with only the harmless nodes (no mknod inside a user namespace: bind them).
+    if (::mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0) fail(plan, Step::mount_dev, errno);
+    for (std::size_t i = 0; i < plan.dev_node_count; ++i) {
+      if (ensure_target(plan.dev_nodes[i], false) < 0) fail(plan, Step::mount_dev, errno);
+      if (::move_mount(dev_fds[i], "", AT_FDCWD, plan.dev_nodes[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        fail(plan, Step::mount_dev, errno);
+      ::close(dev_fds[i]);
+    }
+    if (shm_fd >= 0) {
+      if (::mkdir("/dev/shm", 01777) < 0) fail(plan, Step::mount_dev, errno);
+      if (set_readonly(shm_fd, "", AT_EMPTY_PATH, false) < 0) fail(plan, Step::mount_dev, errno);
+      if (::move_mount(shm_fd, "", AT_FDCWD, "/dev/shm", MOVE_MOUNT_F_EMPTY_PATH) < 0) fail(plan, Step::mount_dev, errno);
+      ::close(shm_fd);
+    }
+    if (::symlink("/proc/self/fd", "/dev/fd") < 0 || ::symlink("/proc/self/fd/0", "/dev/stdin") < 0 ||
+        ::symlink("/proc/self/fd/1", "/dev/stdout") < 0 || ::symlink("/proc/self/fd/2", "/dev/stderr") < 0)
+      fail(plan, Step::mount_dev, errno);
+    if (set_readonly(AT_FDCWD, "/dev", 0, true) < 0) fail(plan, Step::mount_dev, errno);
+  }
+
+  // /proc of the command's own PID namespace (we are its PID 1).
+  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) < 0) fail(plan, Step::mount_proc, errno);
+
+  for (std::size_t i = 0; i < plan.protect_count; ++i) {
+    int fd = ::open_tree(AT_FDCWD, plan.protect[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (fd < 0) fail(plan, Step::mount_protect, errno);
+    if (set_readonly(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, true) < 0) fail(plan, Step::mount_protect, errno);
+    if (::move_mount(fd, "", AT_FDCWD, plan.protect[i], MOVE_MOUNT_F_EMPTY_PATH) < 0) fail(plan, Step::mount_protect, errno);
+    ::close(fd);
+  }
+
+  // Masks last, so that no later bind can uncover them. A path that is not in the view (the
+  // socket dir under a /tmp the temp dir replaced), or that the sandbox uid cannot look up,
+  // is already out of the command's reach.
+  int empty_file_tree = -1;
+  for (std::size_t i = 0; i < plan.mask_count; ++i) {
+    const Mask& m = plan.masks[i];
+    struct stat st {};
+    if (::stat(m.path, &st) < 0) {
+      if (errno == ENOENT || errno == ENOTDIR || errno == EACCES) continue;
+      fail(plan, Step::mount_mask, errno);
+    }
+    if (S_ISDIR(st.st_mode)) {
+      if (mask_dir(m.path) < 0) fail(plan, Step::mount_mask, errno);
+      continue;
+    }
+    // A file: cover it with an empty mode-000 file from a private tmpfs.
+    if (empty_file_tree < 0) {
+      int fs = ::fsopen("tmpfs", FSOPEN_CLOEXEC);
+      if (fs < 0) fail(plan, Step::mount_mask, errno);
+      if (::fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 ||
+          ::fsconfig(fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) < 0)
+        fail(plan, Step::mount_mask, errno);
+      int mnt = ::fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+      if (mnt < 0) fail(plan, Step::mount_mask, errno);
+      int f = ::openat(mnt, "masked", O_WRONLY | O_CREAT | O_CLOEXEC, 0);
+      if (f < 0) fail(plan, Step::mount_mask, errno);
+      ::close(f);
+      empty_file_tree = ::open_tree(mnt, "masked", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+      if (empty_file_tree < 0) fail(plan, Step::mount_mask, errno);
+      ::close(mnt);
+      ::close(fs);
+    }
+    int copy = ::open_tree(empty_file_tree, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    if (copy < 0) fail(plan, Step::mount_mask, errno);
+    if (set_readonly(copy, "", AT_EMPTY_PATH, true) < 0) fail(plan, Step::mount_mask, errno);
+    if (::move_mount(copy, "", AT_FDCWD, m.path, MOVE_MOUNT_F_EMPTY_PATH) < 0) fail(plan, Step::mount_mask, errno);
+    ::close(copy);
+  }
+  if (empty_file_tree >= 0) ::close(empty_file_tree);
+}
+
+void drop_privileges(const SandboxPlan& plan) {
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) fail(plan, Step::no_new_privs, errno);
+  if (plan.landlock_fd >= 0) {
+    int err = landlock_restrict(plan.landlock_fd);
+    if (err) fail(plan, Step::landlock, err);
+  }
+  // Root inside the user namespace must not get capabilities back at exec: empty bounding
+  // set, no ambient set, and the securebits that make uid 0 ordinary, locked.
+  for (int cap = 0; cap < 64; ++cap) {
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) fail(plan, Step::caps, errno);
+  }
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0) fail(plan, Step::caps, errno);
+  if (::prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                                     SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                                     SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+              0, 0, 0) < 0)
+    fail(plan, Step::caps, errno);
+  struct __user_cap_header_struct hdr {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2] {};
+  if (::syscall(SYS_capset, &hdr, data) < 0) fail(plan, Step::caps, errno);
+  if (plan.seccomp) {
+    int err = install_seccomp(plan.seccomp);
+    if (err) fail(plan, Step::seccomp, err);
+  }
+}
+
+[[noreturn]] void run_command(const SandboxPlan& plan) {
+  if (::setsid() < 0) fail(plan, Step::fork, errno);
+  if (plan.exec.cwd && ::chdir(plan.exec.cwd) < 0) fail(plan, Step::chdir, errno);
+  drop_privileges(plan);
+  ::sigprocmask(SIG_SETMASK, &plan.exec.child_sigmask, nullptr);
+  int err = ENOENT;
+  bool saw_eacces = false;
+  for (std::size_t i = 0; i < plan.exec.exec_path_count; ++i) {
+    ::execve(plan.exec.exec_paths[i], plan.exec.argv, plan.exec.envp);
+    err = errno;
+    if (err == EACCES) {
+      saw_eacces = true;
+      continue;
+    }
+    if (err == ENOENT || err == ENOTDIR || err == ESTALE || err == ENODEV || err == ETIMEDOUT) continue;
+    break;
+  }
+  if ((err == ENOENT || err == ENOTDIR) && saw_eacces) err = EACCES;
+  child::ChildError e{static_cast<child::Step>(Step::exec), err};
+  [[maybe_unused]] auto n = ::write(plan.exec.error_fd, &e, sizeof e);
+  ::_exit(127);
+}
+
+// PID 1: forward what the supervisor sends to everything in the namespace, reap every
+// orphan, and when the command ends, end the rest and report.
+[[noreturn]] void supervise(const SandboxPlan& plan, pid_t command) {
+  sigset_t all;
+  sigfillset(&all);
+  Report report{};
+  bool have_status = false;
+  for (;;) {
+    siginfo_t si{};
+    int sig = ::sigwaitinfo(&all, &si);
+    if (sig < 0) continue;
+    if (sig != SIGCHLD) {
+      ::kill(-1, sig);  // from PID 1: every process of the namespace but us
+      continue;
+    }
+    for (;;) {
+      int status = 0;
+      pid_t p = ::waitpid(-1, &status, WNOHANG | __WALL);
+      if (p <= 0) {
+        if (p < 0 && errno == ECHILD && have_status) {
+          struct rusage ru {};
+          ::getrusage(RUSAGE_CHILDREN, &ru);
+          report.user_cpu_us = static_cast<std::uint64_t>(ru.ru_utime.tv_sec) * 1'000'000 + ru.ru_utime.tv_usec;
+          report.sys_cpu_us = static_cast<std::uint64_t>(ru.ru_stime.tv_sec) * 1'000'000 + ru.ru_stime.tv_usec;
+          report.max_rss_kb = static_cast<std::uint64_t>(ru.ru_maxrss);
+          [[maybe_unused]] auto n = ::write(plan.report_fd, &report, sizeof report);
+          ::_exit(0);
+        }
+        break;
+      }
+      if (p == command) {
+        have_status = true;
+        report.exited = WIFEXITED(status) ? 1 : 0;
+        report.code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+        report.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        ::kill(-1, SIGKILL);  // what the command left behind dies with it
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int init_main(void* arg) {
+  SandboxPlan& plan = *static_cast<SandboxPlan*>(arg);
+
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    ::sigaction(sig, &dfl, nullptr);
+  }
+  sigset_t all;
+  sigfillset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, nullptr);  // init takes signals with sigwaitinfo only
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) fail(plan, Step::sync, errno);
+  ::prctl(PR_SET_NAME, "corral-init", 0, 0, 0);
+
+  int parent_fds[kMaxBinds];
+  std::size_t parent_fd_count = 0;
+  wait_for_parent(plan, parent_fds, parent_fd_count);
+
+  if (plan.drop_groups && ::setgroups(0, nullptr) < 0) fail(plan, Step::ids, errno);
+  if (::sethostname("corral", 6) < 0) fail(plan, Step::hostname, errno);
+  if (plan.new_net) bring_loopback_up(plan);
+  Sources sources;
+  if (plan.new_mount) open_sources(plan, parent_fds, parent_fd_count, sources);
+  if (::setresgid(plan.inside_gid, plan.inside_gid, plan.inside_gid) < 0) fail(plan, Step::ids, errno);
+  if (::setresuid(plan.inside_uid, plan.inside_uid, plan.inside_uid) < 0) fail(plan, Step::ids, errno);
+  if (plan.new_mount) build_mount_view(plan, sources);
+
+  // Place stdin/stdout/stderr (the same two-phase move as the bare path).
+  int lifted[16];
+  if (plan.exec.fd_count > 16) fail(plan, Step::fork, EMFILE);
+  for (std::size_t i = 0; i < plan.exec.fd_count; ++i) {
+    lifted[i] = ::fcntl(plan.exec.fds[i].source, F_DUPFD_CLOEXEC, plan.exec.first_closed_fd);
+    if (lifted[i] < 0) fail(plan, Step::fork, errno);
+  }
+  for (std::size_t i = 0; i < plan.exec.fd_count; ++i)
+    if (::dup2(lifted[i], plan.exec.fds[i].target) < 0) fail(plan, Step::fork, errno);
+  if (::syscall(SYS_close_range, plan.exec.first_closed_fd, ~0U, CLOSE_RANGE_CLOEXEC) < 0) fail(plan, Step::fork, errno);
+
+  struct rlimit rl {};
+  if (plan.limit_core && ::setrlimit(RLIMIT_CORE, &rl) < 0) fail(plan, Step::rlimits, errno);
+  if (plan.fsize_limit) {
+    rl.rlim_cur = rl.rlim_max = plan.fsize_limit;
+    if (::setrlimit(RLIMIT_FSIZE, &rl) < 0) fail(plan, Step::rlimits, errno);
+  }
+  if (plan.cpu_limit_s) {
+    rl.rlim_cur = plan.cpu_limit_s;
+    rl.rlim_max = plan.cpu_limit_s + 1;
+    if (::setrlimit(RLIMIT_CPU, &rl) < 0) fail(plan, Step::rlimits, errno);
+  }
+
+  pid_t command = ::fork();
+  if (command < 0) fail(plan, Step::fork, errno);
+  if (command == 0) run_command(plan);
+
+  // init keeps nothing but the report pipe: the command's pipes must reach EOF when its
+  // processes are gone, and the error pipe when it has exec'd.
+  if (plan.report_fd > 0) ::syscall(SYS_close_range, 0U, static_cast<unsigned>(plan.report_fd - 1), 0U);
+  ::syscall(SYS_close_range, static_cast<unsigned>(plan.report_fd + 1), ~0U, 0U);
+  supervise(plan, command);
+}
+
+}  // namespace corral::sandbox

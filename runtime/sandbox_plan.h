@@ -1,0 +1,103 @@
+// SandboxPlan: everything the sandbox's init (PID 1 of the command's namespaces) needs
+// between clone and the command's exec, prepared by the parent (sandbox.cc) so that the
+// child side (sandbox_child.cc) only reads it and makes syscalls.
+#pragma once
+
+#include <linux/filter.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/child_setup.h"
+
+namespace corral::sandbox {
+
+// Steps of sandbox setup, reported with errno when one fails. Names: step_name().
+enum class Step : int {
+  none = 0,
+  sync = 100,      // waiting for the parent (uid maps, cgroup)
+  ids,             // setresuid/setresgid/setgroups inside the user namespace
+  hostname,
+  loopback,
+  mount_private,   // making every mount private
+  mount_source,    // opening a bind source
+  mount_root_ro,
+  mount_bind,
+  mount_target,    // creating a missing mount point
+  mount_dev,
+  mount_proc,
+  mount_mask,
+  mount_protect,
+  rlimits,
+  fork,
+  chdir,
+  no_new_privs,
+  landlock,
+  caps,
+  seccomp,
+  exec,
+};
+const char* step_name(int step);
+
+struct BindMount {
+  const char* source;   // host path (opened before anything is covered); unused if parent_slot >= 0
+  int parent_slot;      // >= 0: a detached (idmapped) mount the parent sent, by index
+  const char* target;   // path inside
+  bool writable;
+  bool is_dir;          // how to create a missing target: a dir or an empty file
+  int tree_fd;          // the child's working copy: the detached tree to move into place
+};
+
+inline constexpr std::size_t kMaxBinds = 64;
+inline constexpr std::size_t kMaxMasks = 64;
+inline constexpr std::size_t kMaxDevNodes = 8;
+
+struct Mask {
+  const char* path;
+  bool is_dir;
+};
+
+// The report init writes when the command ends (read by the parent after init exits).
+struct Report {
+  int exited;       // 1: code valid; 0: killed by `signal`
+  int code;
+  int signal;
+  std::uint64_t user_cpu_us, sys_cpu_us, max_rss_kb;  // every process init reaped
+};
+
+struct SandboxPlan {
+  child::ChildPlan exec;     // argv, envp, exec paths, cwd (inside view), fds 0-2, error_fd
+
+  int sync_fd;               // SOCK_SEQPACKET: one message "go", with the parent's mount fds
+  int report_fd;             // write end of the report pipe
+  uid_t inside_uid;          // the command's uid inside (0 for a root supervisor, else its uid)
+  gid_t inside_gid;
+  bool drop_groups;          // setgroups(0) (only possible when the parent left setgroups allowed)
+
+  bool new_net;              // a fresh network namespace: bring its loopback up
+  bool new_mount;            // build the mount view (always true for sandboxes)
+  bool full_access;          // danger-full-access: keep the host's mounts writable
+  BindMount binds[kMaxBinds];
+  std::size_t bind_count;
+  const char* dev_nodes[kMaxDevNodes];  // "/dev/null", ... bound into a fresh /dev
+  std::size_t dev_node_count;
+  const char* dev_shm_source;           // bound at /dev/shm (the scope's temp dir)
+  Mask masks[kMaxMasks];                // deny-read paths and the supervisor's socket dir
+  std::size_t mask_count;
+  const char* protect[kMaxMasks];       // read-only binds of themselves, after the binds
+  std::size_t protect_count;
+
+  bool limit_core;                      // RLIMIT_CORE 0
+  std::uint64_t fsize_limit;            // RLIMIT_FSIZE, 0 = unlimited
+  std::uint64_t cpu_limit_s;            // RLIMIT_CPU (per-process floor), 0 = unlimited
+
+  int landlock_fd;                      // -1: none
+  const sock_fprog* seccomp;            // nullptr: none
+};
+
+// The function clone() runs: becomes init (PID 1), sets everything up, forks the command,
+// then forwards signals and reaps until the command ends. Never returns.
+int init_main(void* plan);
+
+}  // namespace corral::sandbox

@@ -1,0 +1,225 @@
+#include "runtime/seccomp_filter.h"
+
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "runtime/unique_fd.h"
+
+namespace corral {
+
+SeccompProgram::SeccompProgram(std::vector<struct sock_filter> filter) : filter_(std::move(filter)) {
+  fprog_.len = static_cast<unsigned short>(filter_.size());
+  fprog_.filter = filter_.data();
+}
+
+SeccompProgram::SeccompProgram(SeccompProgram&& other) noexcept
+    : filter_(std::move(other.filter_)), fprog_(std::exchange(other.fprog_, {})) {
+  fprog_.filter = filter_.data();
+  other.filter_.clear();
+}
+
+SeccompProgram& SeccompProgram::operator=(SeccompProgram&& other) noexcept {
+  if (this != &other) {
+    filter_ = std::move(other.filter_);
+    fprog_ = std::exchange(other.fprog_, {});
+    fprog_.filter = filter_.data();
+    other.filter_.clear();
+  }
+  return *this;
+}
+
+namespace {
+
+struct CtxRelease {
+  void operator()(void* ctx) const { seccomp_release(ctx); }
+};
+using Ctx = std::unique_ptr<void, CtxRelease>;
+
+// Refused outright with EPERM. Names this libseccomp does not know, or that x86_64 lacks
+// (vm86, stime, ...), are skipped, so the list can name syscalls of every architecture.
+constexpr const char* kDenied[] = {
+    // Other processes and the kernel itself.
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "process_madvise", "kcmp",
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+    "create_module", "query_module", "get_kernel_syms", "bpf", "perf_event_open", "userfaultfd",
+    "lookup_dcookie", "iopl", "ioperm", "vm86", "vm86old", "uselib", "_sysctl", "nfsservctl",
+    "syslog", "vhangup", "fanotify_init",
+    // Keyrings are not namespaced.
+    "keyctl", "add_key", "request_key",
+    // The mount view and namespaces the engine built must stay as built.
+    "mount", "umount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen",
+    "fsconfig", "fsmount", "fspick", "mount_setattr", "unshare", "setns",
+    // Host administration.
+    "swapon", "swapoff", "reboot", "acct", "quotactl", "quotactl_fd", "settimeofday", "stime",
+    "clock_settime", "clock_adjtime",
+    // File handles bypass path-based checks (open_by_handle_at was the "shocker" escape).
+    "name_to_handle_at", "open_by_handle_at",
+    // io_uring performs opens, connects and sends that seccomp never sees.
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+};
+
+// Every CLONE_NEW* flag clone() accepts (CLONE_NEWTIME shares its bit with the exit signal in
+// clone() and is only valid for clone3/unshare, both refused).
+constexpr unsigned long kCloneNamespaceFlags[] = {CLONE_NEWNS,   CLONE_NEWCGROUP, CLONE_NEWUTS,
+                                                  CLONE_NEWIPC,  CLONE_NEWUSER,   CLONE_NEWPID,
+                                                  CLONE_NEWNET};
+
+Status seccomp_error(const char* what, int rc) { return Status::from_errno("seccomp", -rc, what); }
+
+// Adds `action` for `name` with the given comparisons; an unknown or non-native syscall is
+// skipped (returns 0).
+template <class... Cmp>
+int add_rule(void* ctx, uint32_t action, const char* name, Cmp... cmp) {
+  int nr = seccomp_syscall_resolve_name(name);
+  if (nr == __NR_SCMP_ERROR || nr < 0) return 0;
+  return seccomp_rule_add(ctx, action, nr, sizeof...(Cmp), cmp...);
+}
+
+}  // namespace
+
+StatusOr<SeccompProgram> build_seccomp_program(const SeccompPolicy& policy) {
+  // seccomp_init only adds the native architecture (x86_64 here). A syscall from any other
+  // architecture (i386 via int 0x80, and x32: libseccomp rejects syscall numbers with
+  // __X32_SYSCALL_BIT on x86_64) hits the bad-arch action, set here to kill the whole
+  // process (libseccomp's default kills only the thread). Without this, i386 numbers would
+  // bypass every rule.
+  Ctx ctx(seccomp_init(SCMP_ACT_ALLOW));
+  if (!ctx) return Status::error("seccomp", ENOMEM, "seccomp_init failed");
+  void* c = ctx.get();
+  int rc = 0;
+  if ((rc = seccomp_attr_set(c, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)) < 0)
+    return seccomp_error("bad-arch action", rc);
+  // A binary search over syscall numbers instead of a linear chain: fewer instructions run per
+  // syscall (libseccomp >= 2.5). Not fatal if refused.
+  (void)seccomp_attr_set(c, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+
+  for (const char* name : kDenied) {
+    if ((rc = add_rule(c, SCMP_ACT_ERRNO(EPERM), name)) < 0) return seccomp_error(name, rc);
+  }
+  // clone3 passes its flags in a struct the filter cannot read; ENOSYS makes glibc (>= 2.34)
+  // fall back to clone(), whose flags are checked below.
+  if ((rc = add_rule(c, SCMP_ACT_ERRNO(ENOSYS), "clone3")) < 0) return seccomp_error("clone3", rc);
+  // libseccomp takes one comparison per argument per rule and rules on one syscall are ORed,
+  // so "any namespace flag set" is one masked rule per flag.
+  for (unsigned long flag : kCloneNamespaceFlags) {
+    if ((rc = add_rule(c, SCMP_ACT_ERRNO(EPERM), "clone", SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag))) < 0)
+      return seccomp_error("clone", rc);
+  }
+  // personality(2): only the query (0xffffffff) is allowed; any change is refused (it could,
+  // e.g., turn off ASLR with ADDR_NO_RANDOMIZE). "Neither 0 nor 0xffffffff" would need two
+  // comparisons on one argument, which libseccomp 2.5 refuses, so re-setting PER_LINUX is
+  // refused too. A value with high bits set is refused (the kernel would truncate it).
+  if ((rc = add_rule(c, SCMP_ACT_ERRNO(EPERM), "personality", SCMP_A0(SCMP_CMP_NE, 0xffffffffULL))) < 0)
+    return seccomp_error("personality", rc);
+  // TIOCSTI/TIOCLINUX push input into a terminal the command shares with its caller. The
+  // kernel reads cmd as 32 bits, so only the low 32 bits are compared.
+  for (unsigned long cmd : {static_cast<unsigned long>(TIOCSTI), static_cast<unsigned long>(TIOCLINUX)}) {
+    if ((rc = add_rule(c, SCMP_ACT_ERRNO(EPERM), "ioctl", SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, cmd))) < 0)
+      return seccomp_error("ioctl", rc);
+  }
+  if (policy.deny_network) {
+    // The full 64-bit compare refuses a domain with garbage in the high bits even when the
+    // kernel (which reads an int) would see AF_UNIX: it errs on the side of refusing.
+    for (const char* name : {"socket", "socketpair"}) {
+      if ((rc = add_rule(c, SCMP_ACT_ERRNO(EAFNOSUPPORT), name, SCMP_A0(SCMP_CMP_NE, AF_UNIX))) < 0)
+        return seccomp_error(name, rc);
+    }
+  }
+
+  // libseccomp 2.5.4 has no seccomp_export_bpf_mem: export into a memfd and read it back.
+  UniqueFd mem(::memfd_create("corral-seccomp", MFD_CLOEXEC));
+  if (!mem) return Status::from_errno("seccomp", errno, "memfd_create");
+  if ((rc = seccomp_export_bpf(c, mem.get())) < 0) return seccomp_error("export", rc);
+  struct stat st {};
+  if (::fstat(mem.get(), &st) != 0) return Status::from_errno("seccomp", errno, "fstat");
+  const auto bytes = static_cast<std::size_t>(st.st_size);
+  if (bytes == 0 || bytes % sizeof(struct sock_filter) != 0 ||
+      bytes / sizeof(struct sock_filter) > BPF_MAXINSNS)
+    return Status::error("seccomp", EINVAL, "exported filter has " + std::to_string(bytes) + " bytes");
+  std::vector<struct sock_filter> filter(bytes / sizeof(struct sock_filter));
+  std::size_t done = 0;
+  auto* out = reinterpret_cast<char*>(filter.data());
+  while (done < bytes) {
+    ssize_t n = ::pread(mem.get(), out + done, bytes - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::from_errno("seccomp", n < 0 ? errno : EIO, "read back");
+    done += static_cast<std::size_t>(n);
+  }
+  return SeccompProgram(std::move(filter));
+}
+
+int install_seccomp(const struct sock_fprog* prog) noexcept {
+  if (prog == nullptr || prog->len == 0) return EINVAL;
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
+  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) != 0) return errno;
+  return 0;
+}
+
+namespace {
+
+struct ProbeReport {
+  int step;  // 0 ok, 1 install, 2 unshare not refused, 3 socket not refused
+  int err;
+};
+
+}  // namespace
+
+Status probe_seccomp() {
+  auto program = build_seccomp_program(SeccompPolicy{});
+  if (!program.ok()) return program.status();
+  const struct sock_fprog* prog = program->prog();
+
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::from_errno("pipe", errno);
+  UniqueFd rd(fds[0]), wr(fds[1]);
+  // The child only makes syscalls (safe after fork in a multithreaded parent).
+  pid_t pid = ::fork();
+  if (pid < 0) return Status::from_errno("fork", errno);
+  if (pid == 0) {
+    ProbeReport r{0, 0};
+    if (int err = install_seccomp(prog); err != 0) {
+      r = {1, err};
+    } else if (::unshare(0) == 0 || errno != EPERM) {
+      r = {2, errno};
+    } else if (int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); s >= 0 || errno != EAFNOSUPPORT) {
+      r = {3, s >= 0 ? 0 : errno};
+    }
+    ssize_t ignored = ::write(wr.get(), &r, sizeof r);
+    (void)ignored;
+    ::_exit(0);
+  }
+  wr.reset();
+  ProbeReport r{-1, 0};
+  ssize_t n;
+  do n = ::read(rd.get(), &r, sizeof r);
+  while (n < 0 && errno == EINTR);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (n != static_cast<ssize_t>(sizeof r))
+    return Status::error("verify", 0, "probe child died before reporting (wait status " +
+                                          std::to_string(wstatus) + ")");
+  switch (r.step) {
+    case 0: return Status();
+    case 1: return Status::from_errno("install", r.err, "seccomp filter");
+    case 2: return Status::error("verify", r.err, "unshare(0) was not refused with EPERM under the filter");
+    default: return Status::error("verify", r.err, "socket(AF_INET) was not refused with EAFNOSUPPORT under the filter");
+  }
+}
+
+}  // namespace corral

@@ -1,0 +1,102 @@
+#include "supervisor/file_requests.h"
+
+#include <stdlib.h>
+
+#include <memory>
+
+#include "runtime/file_tools.h"
+#include "runtime/units.h"
+#include "worker_proto/messages.h"
+
+namespace corral::supervisor {
+namespace {
+
+using proto::ErrorCode;
+// Room for the reply's own fields around the data.
+constexpr std::uint64_t kReplyOverhead = 64 * 1024;
+
+using StringVec = flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>;
+
+// Roots, in order: the request's workspace roots (canonical), then the scope's temp dir.
+// Writable per mode: read_only none; workspace_write all; danger_full_access also "/".
+StatusOr<files::Roots> make_roots(const StringVec* workspaces, proto::Mode mode, const FileContext& ctx) {
+  files::Roots roots;
+  const bool writable = mode != proto::Mode::read_only;
+  if (workspaces) {
+    for (const auto* w : *workspaces) {
+      std::string path = w ? w->str() : std::string();
+      if (path.empty() || path[0] != '/') return Status::invalid("workspace root must be an absolute path: '" + path + "'");
+      std::unique_ptr<char, decltype(&free)> real(::realpath(path.c_str(), nullptr), &free);
+      if (!real) return Status::from_errno("path", errno, "workspace root '" + path + "'");
+      roots.roots.emplace_back(real.get());
+      roots.writable.push_back(writable);
+    }
+  }
+  roots.roots.push_back(ctx.temp_dir);
+  roots.writable.push_back(writable);
+  if (mode == proto::Mode::danger_full_access) {  // anywhere the supervisor's uid may
+    roots.roots.emplace_back("/");
+    roots.writable.push_back(true);
+  }
+  return roots;
+}
+
+proto::Frame error_frame(std::uint64_t id, const Status& st) {
+  const bool refused = st.step() == "readonly" || st.step() == "resolve";
+  return proto::make_error(id, refused ? ErrorCode::permission_denied : ErrorCode::invalid_request, st.message());
+}
+
+}  // namespace
+
+proto::Frame handle_read(std::uint64_t id, const proto::ReadRequest& req, const FileContext& ctx) {
+  auto roots = make_roots(req.workspaces(), req.mode(), ctx);
+  if (!roots.ok()) return error_frame(id, roots.status());
+  const std::uint64_t frame_room = ctx.max_frame > kReplyOverhead ? ctx.max_frame - kReplyOverhead : 0;
+  std::uint64_t max = req.max_bytes();
+  if (max == 0) max = std::min(req.binary() ? files::kDefaultReadBytes : files::kDefaultReadText, frame_room);
+  if (max > frame_room)
+    return proto::make_error(id, ErrorCode::invalid_request,
+                             "a read window of " + format_size(max) + " does not fit in one reply frame (" +
+                                 format_size(ctx.max_frame) + ", serve --max-frame); read it in windows");
+  std::string path = proto::str(req.path());
+  auto r = req.binary() ? files::read_bytes(*roots, path, req.offset(), max)
+                        : files::read_text(*roots, path, req.offset(), max);
+  if (!r.ok()) return error_frame(id, r.status());
+  flatbuffers::FlatBufferBuilder fbb(r->data.size() + 256);
+  auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(r->data.data()), r->data.size());
+  auto body = proto::CreateReadResult(fbb, data, r->offset, r->file_size, r->truncated);
+  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::ReadResult, body.Union()));
+}
+
+proto::Frame handle_write(std::uint64_t id, const proto::WriteRequest& req, const FileContext& ctx) {
+  if (req.mode() == proto::Mode::read_only)
+    return proto::make_error(id, ErrorCode::permission_denied, "writes are refused in read-only mode");
+  auto roots = make_roots(req.workspaces(), req.mode(), ctx);
+  if (!roots.ok()) return error_frame(id, roots.status());
+  std::string_view data;
+  if (req.data()) data = {reinterpret_cast<const char*>(req.data()->data()), req.data()->size()};
+  Status st = files::write_file(*roots, proto::str(req.path()), data, req.binary(), files::kDefaultWrite);
+  if (!st.ok()) return error_frame(id, st);
+  flatbuffers::FlatBufferBuilder fbb(64);
+  auto body = proto::CreateWriteResult(fbb, data.size());
+  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::WriteResult, body.Union()));
+}
+
+proto::Frame handle_list(std::uint64_t id, const proto::ListRequest& req, const FileContext& ctx) {
+  auto roots = make_roots(req.workspaces(), req.mode(), ctx);
+  if (!roots.ok()) return error_frame(id, roots.status());
+  std::size_t max = req.max_entries() ? req.max_entries() : files::kMaxListEntries;
+  if (max > files::kMaxListEntries)
+    return proto::make_error(id, ErrorCode::invalid_request,
+                             "max_entries is over the limit of " + std::to_string(files::kMaxListEntries));
+  auto listing = files::list_dir(*roots, proto::str(req.path()), max);
+  if (!listing.ok()) return error_frame(id, listing.status());
+  flatbuffers::FlatBufferBuilder fbb(256 + listing->entries.size() * 64);
+  std::vector<flatbuffers::Offset<proto::DirEntry>> entries;
+  for (const auto& e : listing->entries)
+    entries.push_back(proto::CreateDirEntry(fbb, fbb.CreateString(e.name), fbb.CreateString(e.type), e.size, e.mtime_ms));
+  auto body = proto::CreateListResult(fbb, fbb.CreateVector(entries), listing->truncated);
+  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::ListResult, body.Union()));
+}
+
+}  // namespace corral::supervisor

@@ -1,0 +1,327 @@
+// The fuzz body of the inbound frame decoder, shared by the libFuzzer target
+// (tests/fuzz/frame_fuzzer.cc) and the corpus replay test (tests/fuzz_corpus_test.cc), so the
+// test replays exactly the path the fuzzer explores.
+//
+// decode_input() treats its input as bytes arriving on a connection, and does to them what the
+// supervisor's reader does (supervisor/connection.cc): refuse a length prefix over the frame
+// limit as soon as the header is complete (the stream then stops), pass every complete payload
+// through verify_payload(), and read a verified message in full: every field of every body
+// type, as dispatch and to_spec() read them. It also prints each verified message as JSON, as
+// `corral call` does with every frame it receives.
+//
+// The input is fed in three pieces (cut at 1/3 and 2/3 of its length) so headers and payloads
+// straddle reads, and complete payloads are drained after each piece, as a reader would.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "worker_proto/codec.h"
+#include "worker_proto/json.h"
+
+namespace corral::fuzz {
+
+// Frame limit for fuzzing, bytes. Smaller than the supervisor's 16 MiB default so the fuzzer
+// reaches "too large" with short inputs; the code path is the same.
+inline constexpr std::uint32_t kFuzzMaxFrame = 1u << 20;
+
+// What happened to one complete payload.
+struct FrameOutcome {
+  bool verified = false;
+  proto::Body body = proto::Body::NONE;               // when verified
+  std::uint64_t request_id = 0;                       // when verified
+  proto::ErrorCode error = proto::ErrorCode::malformed;  // when refused by verify_payload
+  std::string error_message;                          // its message, when refused
+  bool json_ok = false;                               // when verified: printed as JSON
+};
+
+struct DecodeOutcome {
+  std::vector<FrameOutcome> frames;  // every complete payload, in stream order
+  bool stream_refused = false;       // FrameSplitter::feed returned false (oversized prefix)
+  proto::DecodeError stream_error;   // why, when stream_refused
+  // Cross-check by a plain walk of the length prefixes over the bytes fed: how many frames
+  // it finds (must equal frames.size()) and how many bytes trail them (an incomplete frame,
+  // or the refused header and what follows it).
+  std::size_t walked_frames = 0;
+  std::size_t undecoded_bytes = 0;
+  std::uint64_t digest = 0;          // folds in every field read, so no read is optimised away
+};
+
+namespace detail {
+
+inline void mix(std::uint64_t& d, std::uint64_t v) { d = (d ^ v) * 0x100000001b3ull; }
+
+inline void read_string(std::uint64_t& d, const flatbuffers::String* s) {
+  if (!s) return mix(d, 1);
+  const std::string copy = s->str();  // the supervisor copies strings out of the buffer
+  mix(d, copy.size());
+  for (unsigned char c : copy) mix(d, c);
+}
+
+inline void read_bytes(std::uint64_t& d, const flatbuffers::Vector<std::uint8_t>* v) {
+  if (!v) return mix(d, 2);
+  mix(d, v->size());
+  for (std::uint8_t b : *v) mix(d, b);
+}
+
+inline void read_strings(std::uint64_t& d,
+                         const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
+  if (!v) return mix(d, 3);
+  mix(d, v->size());
+  for (const flatbuffers::String* s : *v) read_string(d, s);
+}
+
+inline void read_layers(std::uint64_t& d, const flatbuffers::Vector<flatbuffers::Offset<proto::Layer>>* v) {
+  if (!v) return mix(d, 4);
+  mix(d, v->size());
+  for (const proto::Layer* l : *v) {
+    if (!l) continue;
+    read_string(d, l->name());
+    mix(d, l->available());
+    read_string(d, l->reason());
+  }
+}
+
+// Every field of every body type. Unknown body types (a newer peer's) are named and skipped.
+// A new union member or field in corral.fbs gets its reads added here.
+inline void read_message(std::uint64_t& d, const proto::Message& m) {
+  mix(d, m.request_id());
+  mix(d, static_cast<std::uint64_t>(m.body_type()));
+  const char* name = proto::body_name(m.body_type());
+  mix(d, std::strlen(name));
+  switch (m.body_type()) {
+    case proto::Body::Hello: {
+      const auto* b = m.body_as_Hello();
+      mix(d, b->protocol_version());
+      read_string(d, b->client_name());
+      break;
+    }
+    case proto::Body::HelloReply: {
+      const auto* b = m.body_as_HelloReply();
+      mix(d, b->protocol_version());
+      read_string(d, b->server_version());
+      read_layers(d, b->layers());
+      mix(d, b->max_frame_bytes());
+      break;
+    }
+    case proto::Body::ExecRequest: {
+      const auto* b = m.body_as_ExecRequest();
+      read_strings(d, b->argv());
+      read_string(d, b->shell());
+      if (const auto* env = b->env()) {
+        mix(d, env->size());
+        for (const proto::EnvVar* e : *env) {
+          if (!e) continue;
+          read_string(d, e->name());
+          read_string(d, e->value());
+        }
+      }
+      read_string(d, b->cwd());
+      read_bytes(d, b->stdin());
+      mix(d, b->timeout_ms());
+      mix(d, b->grace_ms());
+      mix(d, b->max_output_bytes());
+      mix(d, static_cast<std::uint64_t>(b->mode()));
+      mix(d, static_cast<std::uint64_t>(b->network()));
+      read_strings(d, b->workspaces());
+      read_strings(d, b->deny_read());
+      read_strings(d, b->protect());
+      if (const auto* binds = b->binds()) {
+        mix(d, binds->size());
+        for (const proto::Bind* bind : *binds) {
+          if (!bind) continue;
+          read_string(d, bind->source());
+          read_string(d, bind->target());
+          mix(d, bind->writable());
+        }
+      }
+      mix(d, b->memory_bytes());
+      mix(d, b->pids());
+      mix(d, b->cpu_time_ms());
+      mix(d, std::bit_cast<std::uint64_t>(b->cpus()));
+      mix(d, b->max_file_size());
+      break;
+    }
+    case proto::Body::OutputChunk: {
+      const auto* b = m.body_as_OutputChunk();
+      mix(d, static_cast<std::uint64_t>(b->stream()));
+      read_bytes(d, b->data());
+      break;
+    }
+    case proto::Body::ExecResult: {
+      const auto* b = m.body_as_ExecResult();
+      mix(d, static_cast<std::uint64_t>(b->status()));
+      const auto code = b->exit_code();
+      mix(d, code.has_value() ? static_cast<std::uint64_t>(static_cast<std::uint32_t>(*code)) : 5);
+      mix(d, static_cast<std::uint32_t>(b->signal()));
+      mix(d, b->timed_out());
+      mix(d, b->output_truncated());
+      mix(d, b->wall_ms());
+      mix(d, b->user_cpu_ms());
+      mix(d, b->sys_cpu_ms());
+      mix(d, b->max_rss_kb());
+      const auto peak = b->memory_peak_kb();
+      mix(d, peak.has_value() ? *peak : 6);
+      read_strings(d, b->enforced());
+      read_string(d, b->temp_dir());
+      read_string(d, b->setup_step());
+      mix(d, static_cast<std::uint32_t>(b->setup_errno()));
+      read_string(d, b->message());
+      mix(d, b->stdout_bytes());
+      mix(d, b->stderr_bytes());
+      break;
+    }
+    case proto::Body::Cancel:
+      mix(d, m.body_as_Cancel()->force());
+      break;
+    case proto::Body::StatusRequest:
+      mix(d, m.body_as_StatusRequest() != nullptr);
+      break;
+    case proto::Body::StatusReply: {
+      const auto* b = m.body_as_StatusReply();
+      read_string(d, b->server_version());
+      mix(d, b->protocol_version());
+      read_layers(d, b->layers());
+      mix(d, b->pid());
+      mix(d, b->uptime_ms());
+      mix(d, b->connections());
+      mix(d, b->running_commands());
+      read_string(d, b->socket_path());
+      break;
+    }
+    case proto::Body::Error: {
+      const auto* b = m.body_as_Error();
+      mix(d, static_cast<std::uint64_t>(b->code()));
+      read_string(d, b->message());
+      break;
+    }
+    case proto::Body::ReadRequest: {
+      const auto* b = m.body_as_ReadRequest();
+      read_string(d, b->path());
+      read_strings(d, b->workspaces());
+      mix(d, b->offset());
+      mix(d, b->max_bytes());
+      mix(d, b->binary());
+      mix(d, static_cast<std::uint64_t>(b->mode()));
+      break;
+    }
+    case proto::Body::ReadResult: {
+      const auto* b = m.body_as_ReadResult();
+      read_bytes(d, b->data());
+      mix(d, b->offset());
+      mix(d, b->file_size());
+      mix(d, b->truncated());
+      break;
+    }
+    case proto::Body::WriteRequest: {
+      const auto* b = m.body_as_WriteRequest();
+      read_string(d, b->path());
+      read_strings(d, b->workspaces());
+      read_bytes(d, b->data());
+      mix(d, b->binary());
+      mix(d, static_cast<std::uint64_t>(b->mode()));
+      break;
+    }
+    case proto::Body::WriteResult:
+      mix(d, m.body_as_WriteResult()->bytes());
+      break;
+    case proto::Body::ListRequest: {
+      const auto* b = m.body_as_ListRequest();
+      read_string(d, b->path());
+      read_strings(d, b->workspaces());
+      mix(d, b->max_entries());
+      mix(d, static_cast<std::uint64_t>(b->mode()));
+      break;
+    }
+    case proto::Body::ListResult: {
+      const auto* b = m.body_as_ListResult();
+      if (const auto* entries = b->entries()) {
+        mix(d, entries->size());
+        for (const proto::DirEntry* e : *entries) {
+          if (!e) continue;
+          read_string(d, e->name());
+          read_string(d, e->type());
+          mix(d, e->size());
+          mix(d, static_cast<std::uint64_t>(e->mtime_ms()));
+        }
+      }
+      mix(d, b->truncated());
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+inline void decode_payload(const std::vector<std::uint8_t>& payload, proto::JsonCodec& json,
+                           DecodeOutcome& out) {
+  FrameOutcome f;
+  proto::DecodeError err;
+  const proto::Message* msg = proto::verify_payload(payload, kFuzzMaxFrame, err);
+  if (!msg) {
+    f.error = err.code;
+    f.error_message = std::move(err.message);
+    out.frames.push_back(f);
+    return;
+  }
+  f.verified = true;
+  f.body = msg->body_type();
+  f.request_id = msg->request_id();
+  read_message(out.digest, *msg);
+  std::string text, error;
+  f.json_ok = json.to_json(payload, text, error);
+  mix(out.digest, text.size());
+  out.frames.push_back(f);
+}
+
+}  // namespace detail
+
+// The JSON codec the fuzz body prints with: created once per process (parsing the embedded
+// schema is far slower than one decode). Aborts if the embedded schema does not parse.
+inline proto::JsonCodec& fuzz_json_codec() {
+  static proto::JsonCodec* codec = [] {
+    std::string error;
+    auto c = proto::JsonCodec::create(/*strict=*/false, error);
+    if (!c) std::abort();
+    return c.release();  // lives as long as the process
+  }();
+  return *codec;
+}
+
+// Decodes `data` as one inbound byte stream; see the top of this file. Never throws on any
+// input; a crash or sanitizer report here is a bug in the decoder.
+inline DecodeOutcome decode_input(std::span<const std::uint8_t> data, proto::JsonCodec& json) {
+  DecodeOutcome out;
+  proto::FrameSplitter splitter(kFuzzMaxFrame);
+  std::vector<std::uint8_t> payload;
+  const std::size_t cuts[] = {0, data.size() / 3, data.size() * 2 / 3, data.size()};
+  std::size_t fed = 0;
+  for (std::size_t i = 0; i + 1 < std::size(cuts); ++i) {
+    const bool ok = splitter.feed(data.subspan(cuts[i], cuts[i + 1] - cuts[i]), out.stream_error);
+    fed = cuts[i + 1];
+    // Frames completed before an oversized prefix are still handled, as the supervisor does
+    // with frames it read before that header.
+    while (splitter.next(payload)) detail::decode_payload(payload, json, out);
+    if (!ok) {
+      out.stream_refused = true;
+      break;
+    }
+  }
+  std::size_t decoded = 0;
+  while (fed - decoded >= proto::kHeaderBytes) {
+    const std::uint32_t n = proto::read_length(data.data() + decoded);
+    if (n > kFuzzMaxFrame || fed - decoded - proto::kHeaderBytes < n) break;
+    decoded += proto::kHeaderBytes + n;
+    ++out.walked_frames;
+  }
+  out.undecoded_bytes = fed - decoded;
+  return out;
+}
+
+}  // namespace corral::fuzz

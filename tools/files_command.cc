@@ -1,0 +1,112 @@
+// corral read, corral write, corral ls: the confined file tools, from a shell.
+#include <iostream>
+#include <sstream>
+
+#include "runtime/units.h"
+#include "tools/commands.h"
+#include "tools/json_writer.h"
+#include "worker_proto/client.h"
+
+namespace corral::cli {
+namespace {
+
+bool common(const FileOptions& o, proto::FileArgs& a, std::string& error) {
+  if (o.path.empty()) return error = "no PATH given", false;
+  a.path = o.path;
+  for (const auto& w : o.workspaces) a.workspaces.push_back(absolute(w));
+  return parse_mode_arg(o.mode, a.mode, error);
+}
+
+// Sends one file request and waits for its final reply; exits 1 with the message on an Error.
+int exchange(const FileOptions& o, const proto::Frame& frame, proto::Received& reply) {
+  std::string error;
+  auto client = proto::Client::connect(o.socket, error, "corral-files");
+  if (!client) return complain(kFailed, error);
+  if (!client->call(1, frame, reply)) return complain(kFailed, client->error());
+  if (const proto::Error* e = reply.msg->body_as_Error()) return complain(kFailed, proto::str(e->message()));
+  return kOk;
+}
+
+}  // namespace
+
+int run_read(const FileOptions& o) {
+  proto::FileArgs a;
+  std::string error;
+  if (!common(o, a, error)) return complain(kUsage, error);
+  a.binary = o.binary;
+  if (!o.offset.empty()) {
+    auto v = parse_size(o.offset);
+    if (!v.ok()) return complain(kUsage, "--offset: " + v.status().message());
+    a.offset = *v;
+  }
+  if (!o.max_bytes.empty()) {
+    auto v = parse_size(o.max_bytes);
+    if (!v.ok()) return complain(kUsage, "--max-bytes: " + v.status().message());
+    if (*v == 0) return complain(kUsage, "--max-bytes must be at least 1");
+    a.max_bytes = *v;
+  }
+  proto::Received reply;
+  if (int rc = exchange(o, proto::make_read(1, a), reply); rc != kOk) return rc;
+  const proto::ReadResult* r = reply.msg->body_as_ReadResult();
+  if (!r) return complain(kFailed, "unexpected reply to a read");
+  if (r->data()) write_all(1, {reinterpret_cast<const char*>(r->data()->data()), r->data()->size()});
+  if (r->truncated())
+    std::cerr << "corral: showed bytes " << r->offset() << ".." << r->offset() + (r->data() ? r->data()->size() : 0)
+              << " of " << r->file_size() << "; continue with --offset\n";
+  return kOk;
+}
+
+int run_write(const FileOptions& o) {
+  proto::FileArgs a;
+  std::string error;
+  if (!common(o, a, error)) return complain(kUsage, error);
+  a.binary = o.binary;
+  std::ostringstream ss;
+  ss << std::cin.rdbuf();
+  a.data = ss.str();
+  proto::Received reply;
+  if (int rc = exchange(o, proto::make_write(1, a), reply); rc != kOk) return rc;
+  if (!reply.msg->body_as_WriteResult()) return complain(kFailed, "unexpected reply to a write");
+  return kOk;
+}
+
+int run_ls(const FileOptions& o) {
+  proto::FileArgs a;
+  std::string error;
+  if (!common(o, a, error)) return complain(kUsage, error);
+  if (!o.max_entries.empty()) {
+    char* end = nullptr;
+    unsigned long v = std::strtoul(o.max_entries.c_str(), &end, 10);
+    if (*end || v < 1 || v > 10000) return complain(kUsage, "--max-entries must be between 1 and 10000");
+    a.max_entries = static_cast<std::uint32_t>(v);
+  }
+  proto::Received reply;
+  if (int rc = exchange(o, proto::make_list(1, a), reply); rc != kOk) return rc;
+  const proto::ListResult* r = reply.msg->body_as_ListResult();
+  if (!r) return complain(kFailed, "unexpected reply to a listing");
+  if (o.json) {
+    JsonWriter j;
+    j.begin_object().begin_array("entries");
+    if (r->entries())
+      for (const auto* e : *r->entries())
+        j.begin_object()
+            .field("name", proto::str(e->name()))
+            .field("type", proto::str(e->type()))
+            .field("size", e->size())
+            .field("mtime_ms", static_cast<std::int64_t>(e->mtime_ms()))
+            .end_object();
+    j.end_array().field("truncated", r->truncated()).end_object();
+    std::cout << j.str() << "\n";
+    return kOk;
+  }
+  if (r->entries())
+    for (const auto* e : *r->entries()) {
+      std::string name = proto::str(e->name());
+      if (proto::str(e->type()) == "dir") name += "/";
+      std::cout << name << "\n";
+    }
+  if (r->truncated()) std::cerr << "corral: listing truncated\n";
+  return kOk;
+}
+
+}  // namespace corral::cli
