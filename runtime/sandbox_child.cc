@@ -363,6 +363,9 @@ int init_main(void* arg) {
   ::sigprocmask(SIG_SETMASK, &all, nullptr);  // init takes signals with sigwaitinfo only
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) fail(plan, Step::sync, errno);
   ::prctl(PR_SET_NAME, "corral-init", 0, 0, 0);
+  // init is a copy of the supervisor, memory and environment included: nothing in the sandbox
+  // may read it (ptrace is also refused by seccomp, and the command holds no capability).
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) fail(plan, Step::sync, errno);
 
   int parent_fds[kMaxBinds];
   std::size_t parent_fd_count = 0;

@@ -2,6 +2,7 @@
 // client library as a user would.
 #include <doctest/doctest.h>
 
+#include <grp.h>
 #include <sys/socket.h>
 
 #include <map>
@@ -494,4 +495,53 @@ TEST_CASE("corral status and corral call speak for the supervisor") {
   auto none = cli({"status"}, s.dir() + "/no-such.sock");
   CHECK(none.exit_code == 1);
   CHECK(none.err.find("is `corral serve` running?") != std::string::npos);
+}
+
+TEST_CASE("a non-root supervisor runs commands as its own uid, mapped inside, and reports what it lacks") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: starting a supervisor as another uid needs root (this test runs as uid " << ::geteuid() << ")");
+    return;
+  }
+  TempDir d;
+  ::chmod(d.path().c_str(), 0777);
+  const std::string sock = d.path() + "/nobody/corral.sock";
+  // Run `corral serve` and then the CLI as uid/gid 65534, as an unprivileged user would.
+  auto as_nobody = [&](std::vector<std::string> argv, const std::string& out, const std::string& err) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+      int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+      ::dup2(o, 1);
+      ::dup2(e, 2);
+      if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(90);
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      ::_exit(91);
+    }
+    return pid;
+  };
+  pid_t server = as_nobody({kCorral, "serve", "--socket", sock, "--temp-root", d.path()}, d.path() + "/serve.out",
+                           d.path() + "/serve.log");
+  REQUIRE(wait_until([&] { std::string e; return proto::Client::connect_raw(sock, e) != nullptr; }, 20s));
+  pid_t exec = as_nobody({kCorral, "exec", "--socket", sock, "--json", "--sh", "id -u; touch /tmp/x && echo tmp-ok; touch /etc/x"},
+                         d.path() + "/exec.out", d.path() + "/exec.err");
+  int status = wait_process(exec);
+  std::string out = read_file(d.path() + "/exec.out");
+  CHECK(WIFEXITED(status));
+  CHECK(out.find("\"stdout\":\"65534\\ntmp-ok\\n\"") != std::string::npos);
+  CHECK(out.find("Read-only file system") != std::string::npos);
+  CHECK(out.find("\"user-ns\"") != std::string::npos);
+  // cgroups are root's here: a cap is refused by name rather than run unenforced.
+  pid_t capped = as_nobody({kCorral, "exec", "--socket", sock, "--memory", "64M", "--", "true"}, d.path() + "/cap.out",
+                           d.path() + "/cap.err");
+  status = wait_process(capped);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 125);
+  CHECK(read_file(d.path() + "/cap.err").find("cannot enforce cgroup-memory") != std::string::npos);
+  ::kill(server, SIGTERM);
+  status = wait_process(server);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
