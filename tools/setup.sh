@@ -13,6 +13,7 @@ packages=(
   libseccomp-dev
   clang libclang-rt-14-dev            # libFuzzer target for the frame decoder
   iproute2 procps                     # tests inspect processes and loopback
+  bubblewrap                          # the benchmark compares against bwrap (bench only)
 )
 
 missing=()
