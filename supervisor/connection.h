@@ -21,17 +21,12 @@
 
 #include "runtime/execution.h"
 #include "supervisor/context.h"
+#include "supervisor/peer.h"
 #include "supervisor/scope.h"
 #include "worker_proto/codec.h"
 #include "worker_proto/messages.h"
 
 namespace corral::supervisor {
-
-struct Peer {
-  uid_t uid = 0;
-  gid_t gid = 0;
-  pid_t pid = 0;
-};
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:

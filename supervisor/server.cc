@@ -19,12 +19,12 @@
 #include <asio/use_awaitable.hpp>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <list>
 
 #include "runtime/unique_fd.h"
 #include "runtime/units.h"
 #include "supervisor/connection.h"
+#include "supervisor/peer.h"
 #include "worker_proto/messages.h"
 
 namespace corral::supervisor {
@@ -148,7 +148,7 @@ class Server {
       return;
     }
     Peer peer{cred.uid, cred.gid, cred.pid};
-    if (descends_from_us(cred.pid)) {
+    if (descends_from(cred.pid, ::getpid())) {
       spdlog::warn("refused a connection from pid {}: it runs inside a sandbox of this supervisor", cred.pid);
       refuse(socket, proto::ErrorCode::permission_denied, "commands run by corral may not use its socket");
       return;
@@ -171,21 +171,6 @@ class Server {
     auto c = std::make_shared<Connection>(io_, std::move(socket), peer, ctx_);
     connections_.push_back(c);
     c->start();
-  }
-
-  // True if `pid` is a descendant of this supervisor, i.e. something a sandbox runs: every
-  // process of a sandbox, orphans included, stays beneath its init, which is our child.
-  static bool descends_from_us(pid_t pid) {
-    const pid_t self = ::getpid();
-    for (int depth = 0; pid > 1 && depth < 4096; ++depth) {
-      std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-      pid_t ppid = 0;
-      for (std::string line; std::getline(status, line);)
-        if (line.rfind("PPid:", 0) == 0) ppid = static_cast<pid_t>(std::stol(line.substr(5)));
-      if (ppid == self) return true;
-      pid = ppid;
-    }
-    return false;
   }
 
   // One best-effort error frame (small enough for the socket buffer), then close.
