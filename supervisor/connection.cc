@@ -22,7 +22,7 @@ constexpr std::size_t kWriteBatchBytes = 256 * 1024;
 
 Connection::Connection(asio::io_context& io, asio::local::stream_protocol::socket socket, Peer peer,
                        Context& ctx)
-    : io_(io), socket_(std::move(socket)), peer_(peer), ctx_(ctx), scope_(ctx.options.temp_root),
+    : io_(io), socket_(std::move(socket)), peer_(peer), ctx_(ctx), scope_(ctx.scopes->make_implicit(peer.uid)),
       writer_wake_(io) {
   writer_wake_.expires_at(std::chrono::steady_clock::time_point::max());
   ++ctx_.connections;
@@ -46,15 +46,23 @@ void Connection::start() {
 void Connection::close() {
   if (closed_) return;
   closed_ = true;
-  // The scope's commands die with the connection; their done handlers still run (and hold
-  // this object alive) until each is reaped, then the scope's temp dir goes with us.
+  // Everything this client started dies with the connection: its commands (in whatever
+  // scope), its implicit scope and the named scopes it owns. Done handlers still run (and
+  // hold this object and the scopes alive) until each command is reaped; the temp dirs go
+  // with the last reference.
   for (auto& [id, exec] : running_) exec.terminate();
+  scope_->close();
+  for (auto& weak : owned_scopes_)
+    if (auto s = weak.lock()) ctx_.scopes->close(s);
   std::error_code ignored;
   socket_.shutdown(asio::socket_base::shutdown_both, ignored);
   socket_.close(ignored);
   writer_wake_.cancel();
+  auto dropped = std::move(queue_);
   queue_.clear();
   queued_bytes_ = 0;
+  for (auto& p : dropped)
+    if (p.on_dropped) p.on_dropped();
 }
 
 asio::awaitable<void> Connection::reader() {
@@ -102,9 +110,9 @@ asio::awaitable<void> Connection::writer() {
     batch.clear();
     buffers.clear();
     std::size_t bytes = 0;
-    while (!queue_.empty() && (batch.empty() || bytes + queue_.front().size() <= kWriteBatchBytes)) {
-      bytes += queue_.front().size();
-      batch.push_back(std::move(queue_.front()));
+    while (!queue_.empty() && (batch.empty() || bytes + queue_.front().frame.size() <= kWriteBatchBytes)) {
+      bytes += queue_.front().frame.size();
+      batch.push_back(std::move(queue_.front().frame));
       queue_.pop_front();
       buffers.emplace_back(asio::buffer(batch.back()));
     }
@@ -116,10 +124,13 @@ asio::awaitable<void> Connection::writer() {
   }
 }
 
-void Connection::queue(proto::Frame frame) {
-  if (closed_) return;
+void Connection::queue(proto::Frame frame, std::function<void()> on_dropped) {
+  if (closed_) {
+    if (on_dropped) on_dropped();
+    return;
+  }
   queued_bytes_ += frame.size();
-  queue_.push_back(std::move(frame));
+  queue_.push_back({std::move(frame), std::move(on_dropped)});
   writer_wake_.cancel();
   update_backpressure();
 }
@@ -154,6 +165,11 @@ void Connection::dispatch(const proto::Message& msg) {
     case proto::Body::ReadRequest:
     case proto::Body::WriteRequest:
     case proto::Body::ListRequest: return on_file(msg);
+    case proto::Body::ScopeCreate: return on_scope_create(msg);
+    case proto::Body::ScopeClose: return on_scope_close(msg);
+    case proto::Body::ScopeListRequest: return on_scope_list(msg);
+    case proto::Body::Poll: return on_poll(msg);
+    case proto::Body::BackgroundStop: return on_background_stop(msg);
     default:
       send_error(msg.request_id(), ErrorCode::malformed,
                  std::string(proto::body_name(type)) + " is not a message a client sends");
@@ -178,22 +194,30 @@ void Connection::on_hello(const proto::Message& msg) {
 
 void Connection::on_exec(const proto::Message& msg) {
   const std::uint64_t id = msg.request_id();
+  const proto::ExecRequest& req = *msg.body_as_ExecRequest();
   if (id == 0) {
     send_error(0, ErrorCode::invalid_request, "request_id 0 is reserved for connection-level errors");
     return;
   }
-  if (running_.count(id)) {
+  if (!req.background() && running_.count(id)) {
     send_error(id, ErrorCode::duplicate_request_id,
                "request id " + std::to_string(id) + " is already in flight; the running request is unaffected");
     return;
   }
-  if (running_.size() >= ctx_.options.max_in_flight) {
+  if (!req.background() && running_.size() >= ctx_.options.max_in_flight) {
     send_error(id, ErrorCode::too_many_requests,
                "this connection already has " + std::to_string(running_.size()) +
                    " requests in flight (serve --max-in-flight)");
     return;
   }
-  auto spec = to_spec(*msg.body_as_ExecRequest(), ctx_.options);
+  // A background command outlives the request: without a named scope it goes to the peer
+  // uid's default detached scope.
+  const bool named = req.scope() && req.scope()->size() > 0;
+  auto scope = named ? scope_for(id, req.scope(), nullptr)
+               : req.background() ? ctx_.scopes->default_for(peer_.uid)
+                                  : scope_;
+  if (!scope) return;
+  auto spec = to_spec(req, ctx_.options, scope->defaults);
   if (!spec.ok()) {
     send_error(id, ErrorCode::invalid_request, spec.status().message());
     return;
@@ -202,7 +226,7 @@ void Connection::on_exec(const proto::Message& msg) {
     send_error(id, ErrorCode::unsupported, st.message());
     return;
   }
-  auto temp = scope_temp_dir();
+  auto temp = scope->temp_dir();
   if (!temp.ok()) {
     send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
     return;
@@ -210,14 +234,37 @@ void Connection::on_exec(const proto::Message& msg) {
   spec->temp_dir = *temp;
   spec->host = ctx_.host.get();
   spec->cgroup_name = "cmd-" + std::to_string(++ctx_.launches);
-
+  ExecSpec logged = spec.value();
+  logged.stdin_data.reset();
   auto self = shared_from_this();
+
+  if (req.background()) {
+    auto started = ctx_.background->start(std::move(spec).value(), scope, peer_.uid,
+                                          [this, self, id, logged](const Result& r) { log_launch(id, logged, r); });
+    if (!started.ok()) {
+      send_error(id, ErrorCode::too_many_requests, started.status().message());
+      return;
+    }
+    flatbuffers::FlatBufferBuilder fbb(128);
+    auto body = proto::CreateBackgroundStarted(fbb, fbb.CreateString(*started), fbb.CreateString(scope->id()));
+    BackgroundTable* table = ctx_.background.get();
+    queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::BackgroundStarted, body.Union())),
+          [table, bg = *started] { table->abandon(bg); });
+    return;
+  }
+
   auto sink = [this, self, id](StreamId stream, std::string_view data) {
     queue(proto::make_output(id, stream == StreamId::err ? proto::Stream::err : proto::Stream::out, data));
   };
-  ExecSpec logged = spec.value();
-  logged.stdin_data.reset();
-  auto done = [this, self, id, logged = std::move(logged)](Result result) {
+  std::weak_ptr<Connection> weak = self;
+  const std::uint64_t hook = scope->attach([weak, id] {
+    if (auto c = weak.lock()) {
+      auto it = c->running_.find(id);
+      if (it != c->running_.end()) it->second.terminate();
+    }
+  });
+  auto done = [this, self, id, scope, hook, logged = std::move(logged)](Result result) {
+    scope->detach(hook);
     on_exec_done(id, logged, std::move(result));
   };
   ++ctx_.running_commands;
@@ -225,8 +272,26 @@ void Connection::on_exec(const proto::Message& msg) {
   if (paused_) it->second.pause_output();
 }
 
+std::shared_ptr<Scope> Connection::scope_for(std::uint64_t id, const flatbuffers::String* name,
+                                             const std::shared_ptr<Scope>& fallback) {
+  if (!name || name->size() == 0) return fallback;
+  auto found = ctx_.scopes->find(name->str(), peer_.uid);
+  if (!found.ok()) {
+    send_error(id, found.status().err() == EPERM ? ErrorCode::permission_denied : ErrorCode::invalid_request,
+               found.status().message());
+    return nullptr;
+  }
+  return *found;
+}
+
 void Connection::on_exec_done(std::uint64_t id, const ExecSpec& spec, Result result) {
   --ctx_.running_commands;
+  log_launch(id, spec, result);
+  queue(make_exec_result(id, result));
+  running_.erase(id);
+}
+
+void Connection::log_launch(std::uint64_t id, const ExecSpec& spec, const Result& result) const {
   spdlog::info(
       "launch peer_uid={} peer_pid={} request={} {} cwd=\"{}\" {} timeout_ms={} max_output={} "
       "status={} exit_code={} signal={} wall_ms={} output_bytes={} truncated={}{}{}",
@@ -236,16 +301,6 @@ void Connection::on_exec_done(std::uint64_t id, const ExecSpec& spec, Result res
       result.out_bytes + result.err_bytes, result.output_truncated,
       result.setup_step.empty() ? "" : " setup_step=" + result.setup_step,
       result.setup_errno ? " setup_errno=" + std::to_string(result.setup_errno) : "");
-  queue(make_exec_result(id, result));
-  running_.erase(id);
-}
-
-StatusOr<std::string> Connection::scope_temp_dir() {
-  auto temp = scope_.temp_dir();
-  if (temp.ok()) {
-    if (Status st = ctx_.host->adopt_temp_dir(*temp); !st.ok()) return st;
-  }
-  return temp;
 }
 
 void Connection::on_file(const proto::Message& msg) {
@@ -254,7 +309,12 @@ void Connection::on_file(const proto::Message& msg) {
     send_error(0, ErrorCode::invalid_request, "request_id 0 is reserved for connection-level errors");
     return;
   }
-  auto temp = scope_temp_dir();
+  const flatbuffers::String* name = msg.body_type() == proto::Body::ReadRequest    ? msg.body_as_ReadRequest()->scope()
+                                   : msg.body_type() == proto::Body::WriteRequest ? msg.body_as_WriteRequest()->scope()
+                                                                                  : msg.body_as_ListRequest()->scope();
+  auto scope = scope_for(id, name, scope_);
+  if (!scope) return;
+  auto temp = scope->temp_dir();
   if (!temp.ok()) {
     send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
     return;
@@ -288,7 +348,7 @@ void Connection::on_status(const proto::Message& msg) {
   info.uptime_ms = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - ctx_.started).count());
   info.connections = ctx_.connections;
-  info.running_commands = ctx_.running_commands;
+  info.running_commands = ctx_.running_commands + static_cast<std::uint32_t>(ctx_.background->running());
   info.socket_path = ctx_.options.socket_path;
   queue(proto::make_status_reply(msg.request_id(), info));
 }

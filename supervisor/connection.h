@@ -16,6 +16,7 @@
 #include <asio/awaitable.hpp>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -46,21 +47,35 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_cancel(const proto::Message& msg);
   void on_status(const proto::Message& msg);
   void on_file(const proto::Message& msg);
+  void on_scope_create(const proto::Message& msg);
+  void on_scope_close(const proto::Message& msg);
+  void on_scope_list(const proto::Message& msg);
+  void on_poll(const proto::Message& msg);
+  void on_background_stop(const proto::Message& msg);
   void on_exec_done(std::uint64_t id, const ExecSpec& spec, Result result);
-  void queue(proto::Frame frame);
+  void log_launch(std::uint64_t id, const ExecSpec& spec, const Result& result) const;
+  // Queues a frame for the client. `on_dropped` runs if the connection closes before the
+  // frame was handed to the kernel (a background start whose id never left).
+  void queue(proto::Frame frame, std::function<void()> on_dropped = {});
+  // The scope a request names (empty: `fallback`), if this peer may act on it; else sends the
+  // Error for `id` and returns null.
+  std::shared_ptr<Scope> scope_for(std::uint64_t id, const flatbuffers::String* name, const std::shared_ptr<Scope>& fallback);
   void send_error(std::uint64_t id, proto::ErrorCode code, std::string_view message);
   void update_backpressure();
-  // The scope's temp dir, created on first use and owned by the sandbox uid.
-  StatusOr<std::string> scope_temp_dir();
   std::vector<proto::LayerInfo> layer_infos() const;
 
   asio::io_context& io_;
   asio::local::stream_protocol::socket socket_;
   Peer peer_;
   Context& ctx_;
-  Scope scope_;
+  std::shared_ptr<Scope> scope_;                  // the implicit scope
+  std::vector<std::weak_ptr<Scope>> owned_scopes_;  // named, not detached: closed with us
   asio::steady_timer writer_wake_;
-  std::deque<proto::Frame> queue_;
+  struct Pending {
+    proto::Frame frame;
+    std::function<void()> on_dropped;
+  };
+  std::deque<Pending> queue_;
   std::uint64_t queued_bytes_ = 0;
   std::map<std::uint64_t, Execution> running_;
   bool hello_done_ = false;

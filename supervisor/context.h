@@ -9,6 +9,8 @@
 
 #include "runtime/probe.h"
 #include "runtime/sandbox.h"
+#include "supervisor/background.h"
+#include "supervisor/scope.h"
 #include "supervisor/server.h"
 
 namespace corral::supervisor {
@@ -19,6 +21,8 @@ struct Context {
   ServerOptions options;
   std::unique_ptr<SandboxHost> host;  // the isolation layers this host enforces
   std::vector<LayerReport> layers;    // what hello and status report
+  std::unique_ptr<ScopeRegistry> scopes;
+  std::unique_ptr<BackgroundTable> background;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   unsigned connections = 0;
   unsigned running_commands = 0;

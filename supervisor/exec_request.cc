@@ -7,7 +7,7 @@ namespace corral::supervisor {
 
 using std::chrono::milliseconds;
 
-StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& options) {
+StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& options, const Policy& scope_defaults) {
   ExecSpec spec;
   if (req.argv()) {
     for (const auto* a : *req.argv()) spec.argv.push_back(a ? a->str() : std::string());
@@ -61,6 +61,9 @@ StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& o
     return out;
   };
   policy.workspaces = strings(req.workspaces());
+  if (policy.workspaces.empty()) policy.workspaces = scope_defaults.workspaces;
+  if (req.mode() == proto::Mode::workspace_write) policy.mode = scope_defaults.mode;
+  if (req.network() == proto::Network::denied) policy.network = scope_defaults.network;
   policy.deny_read = strings(req.deny_read());
   policy.protect = strings(req.protect());
   if (req.binds()) {
@@ -92,6 +95,11 @@ StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& o
 
 proto::Frame make_exec_result(std::uint64_t request_id, const Result& r) {
   flatbuffers::FlatBufferBuilder fbb(256);
+  auto body = build_exec_result(fbb, r);
+  return proto::finish_frame(fbb, proto::CreateMessage(fbb, request_id, proto::Body::ExecResult, body.Union()));
+}
+
+flatbuffers::Offset<proto::ExecResult> build_exec_result(flatbuffers::FlatBufferBuilder& fbb, const Result& r) {
   auto enforced = fbb.CreateVectorOfStrings(r.enforced);
   auto temp_dir = fbb.CreateString(r.temp_dir);
   auto step = r.setup_step.empty() ? 0 : fbb.CreateString(r.setup_step);
@@ -114,8 +122,7 @@ proto::Frame make_exec_result(std::uint64_t request_id, const Result& r) {
   b.add_message(message);
   b.add_stdout_bytes(r.out_bytes);
   b.add_stderr_bytes(r.err_bytes);
-  auto body = b.Finish();
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, request_id, proto::Body::ExecResult, body.Union()));
+  return b.Finish();
 }
 
 namespace {

@@ -14,9 +14,12 @@
 namespace corral::supervisor {
 
 // Fills defaults (0 = default) and refuses what the server's limits do not allow.
-StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& options);
+// `scope_defaults` supplies the workspaces when the request names none, and the mode and
+// network when the request leaves them at their defaults.
+StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& options, const Policy& scope_defaults);
 
 proto::Frame make_exec_result(std::uint64_t request_id, const Result& result);
+flatbuffers::Offset<proto::ExecResult> build_exec_result(flatbuffers::FlatBufferBuilder& fbb, const Result& result);
 
 // One line for the audit log: the command as typed (argv JSON array or shell string).
 std::string describe_command(const ExecSpec& spec);

@@ -41,6 +41,12 @@ StatusOr<files::Roots> make_roots(const StringVec* workspaces, proto::Mode mode,
   return roots;
 }
 
+// File tools see what commands see: /tmp is the scope's temp dir.
+std::string command_view(std::string path, const FileContext& ctx) {
+  if (path == "/tmp" || path.rfind("/tmp/", 0) == 0) path = ctx.temp_dir + path.substr(4);
+  return path;
+}
+
 proto::Frame error_frame(std::uint64_t id, const Status& st) {
   const bool refused = st.step() == "readonly" || st.step() == "resolve";
   return proto::make_error(id, refused ? ErrorCode::permission_denied : ErrorCode::invalid_request, st.message());
@@ -58,7 +64,7 @@ proto::Frame handle_read(std::uint64_t id, const proto::ReadRequest& req, const 
     return proto::make_error(id, ErrorCode::invalid_request,
                              "a read window of " + format_size(max) + " does not fit in one reply frame (" +
                                  format_size(ctx.max_frame) + ", serve --max-frame); read it in windows");
-  std::string path = proto::str(req.path());
+  std::string path = command_view(proto::str(req.path()), ctx);
   auto r = req.binary() ? files::read_bytes(*roots, path, req.offset(), max)
                         : files::read_text(*roots, path, req.offset(), max);
   if (!r.ok()) return error_frame(id, r.status());
@@ -75,7 +81,7 @@ proto::Frame handle_write(std::uint64_t id, const proto::WriteRequest& req, cons
   if (!roots.ok()) return error_frame(id, roots.status());
   std::string_view data;
   if (req.data()) data = {reinterpret_cast<const char*>(req.data()->data()), req.data()->size()};
-  Status st = files::write_file(*roots, proto::str(req.path()), data, req.binary(), files::kDefaultWrite);
+  Status st = files::write_file(*roots, command_view(proto::str(req.path()), ctx), data, req.binary(), files::kDefaultWrite);
   if (!st.ok()) return error_frame(id, st);
   flatbuffers::FlatBufferBuilder fbb(64);
   auto body = proto::CreateWriteResult(fbb, data.size());
@@ -89,7 +95,7 @@ proto::Frame handle_list(std::uint64_t id, const proto::ListRequest& req, const 
   if (max > files::kMaxListEntries)
     return proto::make_error(id, ErrorCode::invalid_request,
                              "max_entries is over the limit of " + std::to_string(files::kMaxListEntries));
-  auto listing = files::list_dir(*roots, proto::str(req.path()), max);
+  auto listing = files::list_dir(*roots, command_view(proto::str(req.path()), ctx), max);
   if (!listing.ok()) return error_frame(id, listing.status());
   flatbuffers::FlatBufferBuilder fbb(256 + listing->entries.size() * 64);
   std::vector<flatbuffers::Offset<proto::DirEntry>> entries;

@@ -1,6 +1,7 @@
 // File tools over the wire: a ReadRequest, WriteRequest or ListRequest becomes a call to
 // runtime/file_tools.h on the roots the request names (its workspace roots, then the scope's
 // temp dir), and the outcome becomes the final reply frame (the result, or an Error).
+// Paths are as commands see them: /tmp is the scope's temp dir.
 #pragma once
 
 #include <cstdint>

@@ -1,31 +1,105 @@
 #include "supervisor/scope.h"
 
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #include <filesystem>
-#include <vector>
+
+#include "runtime/sandbox.h"
 
 namespace corral::supervisor {
 
-Scope::~Scope() { close(); }
+Scope::Scope(std::string id, uid_t owner, std::string temp_root, const SandboxHost* host)
+    : id_(std::move(id)), owner_(owner), temp_root_(std::move(temp_root)), host_(host) {}
+
+Scope::~Scope() {
+  close();
+  if (!dir_.empty()) {
+    std::error_code ec;
+    // remove_all does not follow symlinks: a link planted in the dir is removed, not its target.
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
 
 StatusOr<std::string> Scope::temp_dir() {
   if (!dir_.empty()) return dir_;
+  if (closed_) return Status::error("scope", ENOENT, "scope " + id_ + " is closed");
   std::string tmpl = temp_root_ + "/corral-scope-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (::mkdtemp(buf.data()) == nullptr) return Status::from_errno("mkdtemp", errno, tmpl);
-  dir_ = buf.data();  // mkdtemp creates it 0700
+  if (::mkdtemp(tmpl.data()) == nullptr) return Status::from_errno("mkdtemp", errno, tmpl);
+  dir_ = tmpl;  // mkdtemp creates it 0700
+  if (host_) {
+    if (Status st = host_->adopt_temp_dir(dir_); !st.ok()) return st;
+  }
   return dir_;
 }
 
+std::uint64_t Scope::attach(std::function<void()> terminate) {
+  std::uint64_t token = next_token_++;
+  hooks_.emplace(token, std::move(terminate));
+  return token;
+}
+
+void Scope::detach(std::uint64_t token) { hooks_.erase(token); }
+
 void Scope::close() {
-  if (dir_.empty()) return;
-  std::error_code ec;
-  // remove_all does not follow symlinks: a link planted in the dir is removed, not its target.
-  std::filesystem::remove_all(dir_, ec);
-  dir_.clear();
+  if (closed_) return;
+  closed_ = true;
+  // Hooks may detach themselves (or others) while running: take them out first.
+  auto hooks = std::move(hooks_);
+  hooks_.clear();
+  for (auto& [token, terminate] : hooks) terminate();
+  for (auto& weak : children_)
+    if (auto child = weak.lock()) child->close();
+}
+
+std::shared_ptr<Scope> ScopeRegistry::make_implicit(uid_t owner) {
+  return std::make_shared<Scope>("conn-" + std::to_string(next_id_++), owner, temp_root_, host_);
+}
+
+std::shared_ptr<Scope> ScopeRegistry::create(uid_t owner, const std::shared_ptr<Scope>& parent, bool detached,
+                                             Policy defaults) {
+  auto scope = std::make_shared<Scope>("s" + std::to_string(next_id_++), owner, temp_root_, host_);
+  scope->detached = detached;
+  scope->defaults = std::move(defaults);
+  if (parent) {
+    scope->parent = parent;
+    parent->add_child(scope);
+  }
+  scopes_[scope->id()] = scope;
+  return scope;
+}
+
+StatusOr<std::shared_ptr<Scope>> ScopeRegistry::find(const std::string& id, uid_t uid) const {
+  auto it = scopes_.find(id);
+  if (it == scopes_.end() || it->second->closed()) return Status::error("scope", ENOENT, "no scope '" + id + "'");
+  if (!it->second->permits(uid))
+    return Status::error("scope", EPERM, "scope '" + id + "' belongs to uid " + std::to_string(it->second->owner()));
+  return it->second;
+}
+
+std::shared_ptr<Scope> ScopeRegistry::default_for(uid_t uid) {
+  const std::string id = "default-" + std::to_string(uid);
+  auto it = scopes_.find(id);
+  if (it != scopes_.end() && !it->second->closed()) return it->second;
+  auto scope = std::make_shared<Scope>(id, uid, temp_root_, host_);
+  scope->detached = true;
+  scopes_[id] = scope;
+  return scope;
+}
+
+void ScopeRegistry::close(const std::shared_ptr<Scope>& scope) {
+  scope->close();
+  // Forget it and every descendant (closed scopes are no longer found).
+  for (auto it = scopes_.begin(); it != scopes_.end();) {
+    if (it->second->closed()) it = scopes_.erase(it);
+    else ++it;
+  }
+}
+
+std::vector<std::shared_ptr<Scope>> ScopeRegistry::list(uid_t uid) const {
+  std::vector<std::shared_ptr<Scope>> out;
+  for (const auto& [id, scope] : scopes_)
+    if (!scope->closed() && scope->permits(uid)) out.push_back(scope);
+  return out;
 }
 
 }  // namespace corral::supervisor

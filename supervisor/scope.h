@@ -1,29 +1,102 @@
-// Scope: what a connection owns — for now its private temp dir (0700, created on first use,
-// removed with everything in it when the scope is destroyed, after its commands are reaped).
+// Scopes: the ownership tree of DESIGN.md "Ownership and lifetimes".
+//
+// A scope owns a private temp dir (0700, created on first use, owned by the sandbox uid),
+// policy defaults, and everything started in it: commands, background commands, workers and
+// child scopes. close() ends all of that, recursively; the temp dir goes when the last thing
+// that used it (a command still being reaped) lets go of the scope.
+//
+// Every connection has an implicit scope. Named scopes live in the ScopeRegistry: owned by
+// the connection that created them, or detached to outlive it until closed. A peer acts only
+// on scopes its uid created (root on all).
 #pragma once
 
-#include <string>
+#include <sys/types.h>
 
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/policy.h"
 #include "runtime/status.h"
+
+namespace corral {
+class SandboxHost;
+}
 
 namespace corral::supervisor {
 
-class Scope {
+class Scope : public std::enable_shared_from_this<Scope> {
  public:
-  Scope() = default;
-  explicit Scope(std::string temp_root) : temp_root_(std::move(temp_root)) {}
+  Scope(std::string id, uid_t owner, std::string temp_root, const SandboxHost* host);
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
-  ~Scope();
+  ~Scope();  // removes the temp dir
 
-  // The temp dir, created under temp_root on first call ("corral-scope-XXXXXX", 0700).
+  const std::string& id() const { return id_; }
+  uid_t owner() const { return owner_; }
+  bool closed() const { return closed_; }
+  bool detached = false;
+  std::weak_ptr<Scope> parent;
+  Policy defaults;  // mode, network, workspaces for what runs in it
+
+  // The temp dir, created on first call (0700, owned by the sandbox uid for a root supervisor).
   StatusOr<std::string> temp_dir();
-  // Removes the temp dir now (idempotent).
+  // Host path of the temp dir if it exists, else empty.
+  const std::string& temp_dir_if_any() const { return dir_; }
+
+  // Something that must end when the scope closes. The token removes it again.
+  std::uint64_t attach(std::function<void()> terminate);
+  void detach(std::uint64_t token);
+  std::size_t attached() const { return hooks_.size(); }
+
+  // Ends everything attached and every child scope. Idempotent.
   void close();
+  void add_child(const std::shared_ptr<Scope>& child) { children_.push_back(child); }
+
+  // True if `uid` may act on this scope.
+  bool permits(uid_t uid) const { return uid == 0 || uid == owner_; }
+
+  // Background commands held by this scope (their ids), for limits and listings.
+  std::size_t background_count = 0;
+  std::size_t worker_count = 0;
+
+ private:
+  std::string id_;
+  uid_t owner_;
+  std::string temp_root_;
+  const SandboxHost* host_;
+  std::string dir_;
+  bool closed_ = false;
+  std::uint64_t next_token_ = 1;
+  std::map<std::uint64_t, std::function<void()>> hooks_;
+  std::vector<std::weak_ptr<Scope>> children_;
+};
+
+// Named scopes by id, and each uid's default detached scope (what the CLI uses when no
+// --scope is given for things that outlive it).
+class ScopeRegistry {
+ public:
+  ScopeRegistry(std::string temp_root, const SandboxHost* host) : temp_root_(std::move(temp_root)), host_(host) {}
+
+  // A connection's implicit scope (not listed, not closable by id).
+  std::shared_ptr<Scope> make_implicit(uid_t owner);
+  // A named scope under `parent` (may be null).
+  std::shared_ptr<Scope> create(uid_t owner, const std::shared_ptr<Scope>& parent, bool detached, Policy defaults);
+  // Looks up a named scope that `uid` may act on; the Status says which of the two it is not.
+  StatusOr<std::shared_ptr<Scope>> find(const std::string& id, uid_t uid) const;
+  std::shared_ptr<Scope> default_for(uid_t uid);
+  // Closes a scope and its descendants and forgets them.
+  void close(const std::shared_ptr<Scope>& scope);
+  std::vector<std::shared_ptr<Scope>> list(uid_t uid) const;
 
  private:
   std::string temp_root_;
-  std::string dir_;
+  const SandboxHost* host_;
+  std::uint64_t next_id_ = 1;
+  std::map<std::string, std::shared_ptr<Scope>> scopes_;
 };
 
 }  // namespace corral::supervisor

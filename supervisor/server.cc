@@ -122,6 +122,8 @@ class Server {
       acceptor_.close(ignored);
       for (auto& weak : connections_)
         if (auto c = weak.lock()) c->close();
+      // Detached scopes and their background commands end with the supervisor too.
+      for (const auto& scope : ctx_.scopes->list(0)) ctx_.scopes->close(scope);
     });
     asio::co_spawn(io_, accept_loop(), asio::detached);
   }
@@ -242,6 +244,8 @@ Status serve(const ServerOptions& options_in) {
   }
 
   asio::io_context io(1);
+  ctx.scopes = std::make_unique<ScopeRegistry>(options.temp_root, ctx.host.get());
+  ctx.background = std::make_unique<BackgroundTable>(io);
   Server server(io, ctx, std::move(listen_fd).value());
   server.start();
   spdlog::info("corral supervisor pid {} serving {} (max frame {}, max connections {}, max in flight {})", ::getpid(),

@@ -221,8 +221,9 @@ inline CliRun cli(const std::vector<std::string>& args, const std::string& socke
   std::vector<std::string> argv = {kCorral};
   argv.insert(argv.end(), args.begin(), args.end());
   if (!socket.empty()) {
-    // --socket goes right after the subcommand (and any sub-subcommand words).
-    argv.insert(argv.begin() + 2, {"--socket", socket});
+    // --socket goes right after the subcommand (and its sub-subcommand: scope create, ...).
+    const bool nested = args.size() > 1 && (args[0] == "scope" || args[0] == "worker");
+    argv.insert(argv.begin() + (nested ? 3 : 2), {"--socket", socket});
   }
   pid_t pid = spawn_process(argv, d.path() + "/out", d.path() + "/err");
   int status = wait_process(pid);

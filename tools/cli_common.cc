@@ -5,6 +5,7 @@
 
 #include "runtime/policy.h"
 #include "tools/commands.h"
+#include "worker_proto/client.h"
 
 namespace corral::cli {
 
@@ -37,6 +38,22 @@ bool parse_mode_arg(const std::string& text, proto::Mode& mode, std::string& err
          : *m == Mode::danger_full_access ? proto::Mode::danger_full_access
                                           : proto::Mode::workspace_write;
   return true;
+}
+
+bool parse_net_arg(const std::string& text, proto::Network& net, std::string& error) {
+  auto n = parse_network(text);
+  if (!n.ok()) return error = "--net: " + n.status().message(), false;
+  net = *n == Network::allowed ? proto::Network::allowed : proto::Network::denied;
+  return true;
+}
+
+int request(const std::string& socket, const proto::Frame& frame, proto::Received& reply) {
+  std::string error;
+  auto client = proto::Client::connect(socket, error, "corral-cli");
+  if (!client) return complain(kFailed, error);
+  if (!client->call(1, frame, reply)) return complain(kFailed, client->error());
+  if (const proto::Error* e = reply.msg->body_as_Error()) return complain(kFailed, proto::str(e->message()));
+  return kOk;
 }
 
 }  // namespace corral::cli

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "supervisor/server.h"
-#include "worker_proto/codec.h"
+#include "worker_proto/client.h"
 
 namespace corral::cli {
 
@@ -33,6 +33,8 @@ struct ExecOptions {
   std::string mode = "workspace-write", net = "denied";
   std::vector<std::string> workspaces, deny_read, protect, binds;
   std::string memory, pids, cpu_time, cpus, max_file_size;
+  std::string scope;
+  bool background = false;
 };
 
 struct FileOptions {
@@ -44,6 +46,23 @@ struct FileOptions {
   bool binary = false;            // read, write
   bool json = false;              // ls
   std::string max_entries;        // ls
+  std::string scope;
+};
+
+struct ScopeOptions {
+  std::string socket;
+  std::string id;         // close
+  std::string parent;     // create
+  std::string mode = "workspace-write", net = "denied";
+  std::vector<std::string> workspaces;
+  bool json = false;      // list
+};
+
+struct BackgroundOptions {
+  std::string socket;
+  std::string id;
+  bool force = false;     // stop
+  bool json = false;      // poll
 };
 
 struct StatusOptions {
@@ -64,6 +83,11 @@ int run_serve(supervisor::ServerOptions options, const std::string& log_level);
 int run_exec(const ExecOptions& options);
 int run_status(const StatusOptions& options);
 int run_call(const CallOptions& options);
+int run_scope_create(const ScopeOptions& options);
+int run_scope_close(const ScopeOptions& options);
+int run_scope_list(const ScopeOptions& options);
+int run_poll(const BackgroundOptions& options);
+int run_stop(const BackgroundOptions& options);
 int run_read(const FileOptions& options);
 int run_write(const FileOptions& options);
 int run_ls(const FileOptions& options);
@@ -76,5 +100,10 @@ void write_all(int fd, std::string_view data);
 std::string absolute(const std::string& path);
 // "read-only" | "workspace-write" | "danger-full-access" -> the wire's Mode.
 bool parse_mode_arg(const std::string& text, proto::Mode& mode, std::string& error);
+// "denied" | "allowed" -> the wire's Network.
+bool parse_net_arg(const std::string& text, proto::Network& net, std::string& error);
+// Connects, sends one request with id 1 and waits for its final reply. On an Error reply or a
+// failure prints the message and returns kFailed; else kOk with `reply` filled.
+int request(const std::string& socket, const proto::Frame& frame, proto::Received& reply);
 
 }  // namespace corral::cli

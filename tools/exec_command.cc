@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <string>
 #include <sstream>
 
 #include "runtime/limits.h"
@@ -74,9 +75,9 @@ std::string result_json(const Result& r) {
 
 bool build_policy(const ExecOptions& o, proto::ExecArgs& a, std::string& error) {
   if (!parse_mode_arg(o.mode, a.mode, error)) return false;
-  auto n = parse_network(o.net);
-  if (!n.ok()) return error = "--net: " + n.status().message(), false;
-  a.network = *n == Network::allowed ? proto::Network::allowed : proto::Network::denied;
+  if (!parse_net_arg(o.net, a.network, error)) return false;
+  a.scope = o.scope;
+  a.background = o.background;
   for (const auto& w : o.workspaces) a.workspaces.push_back(absolute(w));
   for (const auto& d : o.deny_read) a.deny_read.push_back(absolute(d));
   for (const auto& p : o.protect) a.protect.push_back(absolute(p));
@@ -211,6 +212,16 @@ int run_exec(const ExecOptions& o) {
   proto::ExecArgs args;
   std::string error;
   if (!build_args(o, args, error)) return complain(kUsage, error);
+
+  if (o.background) {
+    if (o.json) return complain(kUsage, "--json is for the result record; use `corral poll ID --json`");
+    proto::Received reply;
+    if (request(o.socket, proto::make_exec(1, args), reply) != kOk) return kExecCorralFailed;
+    const proto::BackgroundStarted* started = reply.msg->body_as_BackgroundStarted();
+    if (!started) return complain(kExecCorralFailed, "unexpected reply to a background start");
+    std::cout << proto::str(started->id()) << std::endl;  // alone on the last line
+    return kOk;
+  }
 
   auto client = proto::Client::connect(o.socket, error, "corral-exec");
   if (!client) return complain(kExecCorralFailed, error);

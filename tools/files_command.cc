@@ -13,18 +13,9 @@ namespace {
 bool common(const FileOptions& o, proto::FileArgs& a, std::string& error) {
   if (o.path.empty()) return error = "no PATH given", false;
   a.path = o.path;
+  a.scope = o.scope;
   for (const auto& w : o.workspaces) a.workspaces.push_back(absolute(w));
   return parse_mode_arg(o.mode, a.mode, error);
-}
-
-// Sends one file request and waits for its final reply; exits 1 with the message on an Error.
-int exchange(const FileOptions& o, const proto::Frame& frame, proto::Received& reply) {
-  std::string error;
-  auto client = proto::Client::connect(o.socket, error, "corral-files");
-  if (!client) return complain(kFailed, error);
-  if (!client->call(1, frame, reply)) return complain(kFailed, client->error());
-  if (const proto::Error* e = reply.msg->body_as_Error()) return complain(kFailed, proto::str(e->message()));
-  return kOk;
 }
 
 }  // namespace
@@ -46,7 +37,7 @@ int run_read(const FileOptions& o) {
     a.max_bytes = *v;
   }
   proto::Received reply;
-  if (int rc = exchange(o, proto::make_read(1, a), reply); rc != kOk) return rc;
+  if (int rc = request(o.socket, proto::make_read(1, a), reply); rc != kOk) return rc;
   const proto::ReadResult* r = reply.msg->body_as_ReadResult();
   if (!r) return complain(kFailed, "unexpected reply to a read");
   if (r->data()) write_all(1, {reinterpret_cast<const char*>(r->data()->data()), r->data()->size()});
@@ -65,7 +56,7 @@ int run_write(const FileOptions& o) {
   ss << std::cin.rdbuf();
   a.data = ss.str();
   proto::Received reply;
-  if (int rc = exchange(o, proto::make_write(1, a), reply); rc != kOk) return rc;
+  if (int rc = request(o.socket, proto::make_write(1, a), reply); rc != kOk) return rc;
   if (!reply.msg->body_as_WriteResult()) return complain(kFailed, "unexpected reply to a write");
   return kOk;
 }
@@ -81,7 +72,7 @@ int run_ls(const FileOptions& o) {
     a.max_entries = static_cast<std::uint32_t>(v);
   }
   proto::Received reply;
-  if (int rc = exchange(o, proto::make_list(1, a), reply); rc != kOk) return rc;
+  if (int rc = request(o.socket, proto::make_list(1, a), reply); rc != kOk) return rc;
   const proto::ListResult* r = reply.msg->body_as_ListResult();
   if (!r) return complain(kFailed, "unexpected reply to a listing");
   if (o.json) {

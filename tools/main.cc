@@ -94,6 +94,10 @@ int main(int argc, char** argv) {
   exec->add_option("--cpu-time", exec_opts.cpu_time, "total CPU time of the whole tree (e.g. 10s); past it: status cpu_limit");
   exec->add_option("--cpus", exec_opts.cpus, "CPU rate, e.g. 0.5 for half a CPU");
   exec->add_option("--max-file-size", exec_opts.max_file_size, "largest file the command may write (e.g. 10M)");
+  exec->add_option("--scope", exec_opts.scope, "run in this scope (from `corral scope create`)");
+  exec->add_flag("--background", exec_opts.background,
+                 "start it and print its id alone on the last line; no deadline; drain output with "
+                 "`corral poll ID`, end it with `corral stop ID` (default scope: your uid's detached one)");
   exec->add_option("command", exec_opts.argv, "PROGRAM ARGS... (after --)");
 
   // read / write / ls
@@ -106,6 +110,7 @@ int main(int argc, char** argv) {
                     "a workspace root (repeatable); a relative PATH is taken beneath the first one, an "
                     "absolute PATH must lie beneath a workspace root or the scope's temp dir");
     sub->add_option("--mode", fo.mode, "read-only refuses writes; danger-full-access allows any path")->capture_default_str();
+    sub->add_option("--scope", fo.scope, "the scope whose temp dir is a root (default: this command's own)");
     sub->add_option("path", fo.path, "the file or directory")->required();
     return sub;
   };
@@ -140,6 +145,40 @@ int main(int argc, char** argv) {
   bool call_json = true;
   call->add_flag("--json", call_json, "accepted for symmetry: call always prints JSON");
 
+  // scope create|close|list
+  cli::ScopeOptions scope_opts;
+  scope_opts.socket = default_socket;
+  auto* scope = app.add_subcommand("scope", "Scopes: a temp dir, policy defaults and everything started in them.");
+  scope->require_subcommand(1);
+  auto* scope_create = scope->add_subcommand(
+      "create", "Create a detached scope (it outlives this command until `corral scope close`); prints its id alone on the last line.");
+  scope_create->add_option("--socket", scope_opts.socket, kSocketHelp);
+  scope_create->add_option("--parent", scope_opts.parent, "make it a child of this scope (closed with it)");
+  bool detach_flag = true;
+  scope_create->add_flag("--detach", detach_flag, "accepted: the CLI always detaches");
+  scope_create->add_option("--mode", scope_opts.mode, "default mode for what runs in it")->capture_default_str();
+  scope_create->add_option("--net", scope_opts.net, "default network policy")->capture_default_str();
+  scope_create->add_option("--workspace", scope_opts.workspaces, "default workspace roots (repeatable)");
+  auto* scope_close = scope->add_subcommand("close", "Close a scope: end everything in it and in its children, remove their temp dirs.");
+  scope_close->add_option("--socket", scope_opts.socket, kSocketHelp);
+  scope_close->add_option("id", scope_opts.id, "the scope")->required();
+  auto* scope_list = scope->add_subcommand("list", "List your scopes: id, parent, policy, temp dir.");
+  scope_list->add_option("--socket", scope_opts.socket, kSocketHelp);
+  scope_list->add_flag("--json", scope_opts.json, "print as JSON");
+
+  // poll / stop
+  cli::BackgroundOptions bg_opts;
+  bg_opts.socket = default_socket;
+  auto* poll = app.add_subcommand("poll", "Print what a background command wrote since the last poll, and its state "
+                                          "(running, exited CODE, failed, stopped) on stderr.");
+  poll->add_option("--socket", bg_opts.socket, kSocketHelp);
+  poll->add_flag("--json", bg_opts.json, "print {id, state, stdout, stderr, exit_code, status} as JSON");
+  poll->add_option("id", bg_opts.id, "the background command's id")->required();
+  auto* stop = app.add_subcommand("stop", "End a background command: SIGTERM, grace, SIGKILL (or SIGKILL now with --force).");
+  stop->add_option("--socket", bg_opts.socket, kSocketHelp);
+  stop->add_flag("--force", bg_opts.force, "SIGKILL now");
+  stop->add_option("id", bg_opts.id, "the background command's id")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -169,6 +208,11 @@ int main(int argc, char** argv) {
   }
   if (*status) return cli::run_status(status_opts);
   if (*call) return cli::run_call(call_opts);
+  if (*scope_create) return cli::run_scope_create(scope_opts);
+  if (*scope_close) return cli::run_scope_close(scope_opts);
+  if (*scope_list) return cli::run_scope_list(scope_opts);
+  if (*poll) return cli::run_poll(bg_opts);
+  if (*stop) return cli::run_stop(bg_opts);
   if (*read) return cli::run_read(read_opts);
   if (*write) return cli::run_write(write_opts);
   if (*ls) return cli::run_ls(ls_opts);

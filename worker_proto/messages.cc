@@ -53,6 +53,7 @@ Frame make_exec(std::uint64_t request_id, const ExecArgs& a) {
   for (const auto& b : a.binds)
     binds.push_back(CreateBind(fbb, fbb.CreateString(b.source), fbb.CreateString(b.target), b.writable));
   auto binds_v = binds.empty() ? 0 : fbb.CreateVector(binds);
+  auto scope = a.scope.empty() ? 0 : fbb.CreateString(a.scope);
   auto cwd = a.cwd.empty() ? 0 : fbb.CreateString(a.cwd);
   flatbuffers::Offset<flatbuffers::Vector<std::uint8_t>> in;
   if (a.stdin_data)
@@ -77,6 +78,8 @@ Frame make_exec(std::uint64_t request_id, const ExecArgs& a) {
   b.add_cpu_time_ms(a.cpu_time_ms);
   b.add_cpus(a.cpus);
   b.add_max_file_size(a.max_file_size);
+  b.add_scope(scope);
+  b.add_background(a.background);
   return finish(fbb, request_id, b.Finish());
 }
 
@@ -116,22 +119,55 @@ Frame make_read(std::uint64_t request_id, const FileArgs& a) {
   flatbuffers::FlatBufferBuilder fbb(256);
   auto path = fbb.CreateString(a.path);
   auto ws = fbb.CreateVectorOfStrings(a.workspaces);
-  return finish(fbb, request_id, CreateReadRequest(fbb, path, ws, a.offset, a.max_bytes, a.binary, a.mode));
+  auto scope = a.scope.empty() ? 0 : fbb.CreateString(a.scope);
+  return finish(fbb, request_id, CreateReadRequest(fbb, path, ws, a.offset, a.max_bytes, a.binary, a.mode, scope));
 }
 
 Frame make_write(std::uint64_t request_id, const FileArgs& a) {
   flatbuffers::FlatBufferBuilder fbb(256 + a.data.size());
   auto path = fbb.CreateString(a.path);
   auto ws = fbb.CreateVectorOfStrings(a.workspaces);
+  auto scope = a.scope.empty() ? 0 : fbb.CreateString(a.scope);
   auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(a.data.data()), a.data.size());
-  return finish(fbb, request_id, CreateWriteRequest(fbb, path, ws, data, a.binary, a.mode));
+  return finish(fbb, request_id, CreateWriteRequest(fbb, path, ws, data, a.binary, a.mode, scope));
 }
 
 Frame make_list(std::uint64_t request_id, const FileArgs& a) {
   flatbuffers::FlatBufferBuilder fbb(256);
   auto path = fbb.CreateString(a.path);
   auto ws = fbb.CreateVectorOfStrings(a.workspaces);
-  return finish(fbb, request_id, CreateListRequest(fbb, path, ws, a.max_entries, a.mode));
+  auto scope = a.scope.empty() ? 0 : fbb.CreateString(a.scope);
+  return finish(fbb, request_id, CreateListRequest(fbb, path, ws, a.max_entries, a.mode, scope));
+}
+
+Frame make_scope_create(std::uint64_t request_id, const ScopeArgs& a) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  auto parent = a.parent.empty() ? 0 : fbb.CreateString(a.parent);
+  auto ws = a.workspaces.empty() ? 0 : fbb.CreateVectorOfStrings(a.workspaces);
+  return finish(fbb, request_id, CreateScopeCreate(fbb, parent, a.detach, a.mode, a.network, ws));
+}
+
+Frame make_scope_close(std::uint64_t request_id, const std::string& id) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  auto s = fbb.CreateString(id);
+  return finish(fbb, request_id, CreateScopeClose(fbb, s));
+}
+
+Frame make_scope_list(std::uint64_t request_id) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  return finish(fbb, request_id, CreateScopeListRequest(fbb));
+}
+
+Frame make_poll(std::uint64_t request_id, const std::string& id) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  auto s = fbb.CreateString(id);
+  return finish(fbb, request_id, CreatePoll(fbb, s));
+}
+
+Frame make_background_stop(std::uint64_t request_id, const std::string& id, bool force) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  auto s = fbb.CreateString(id);
+  return finish(fbb, request_id, CreateBackgroundStop(fbb, s, force));
 }
 
 std::vector<LayerInfo> read_layers(const flatbuffers::Vector<flatbuffers::Offset<Layer>>* v) {

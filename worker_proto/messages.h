@@ -42,6 +42,8 @@ struct ExecArgs {
   std::vector<BindArg> binds;
   std::uint64_t memory_bytes = 0, pids = 0, cpu_time_ms = 0, max_file_size = 0;
   double cpus = 0;
+  std::string scope;        // empty: the connection's scope (background: the uid's default)
+  bool background = false;
 };
 
 // File tools (ReadRequest, WriteRequest, ListRequest).
@@ -53,7 +55,21 @@ struct FileArgs {
   bool binary = false;                      // read, write
   std::string data;                         // write
   std::uint32_t max_entries = 0;            // list
+  std::string scope;
 };
+
+struct ScopeArgs {
+  std::string parent;
+  bool detach = false;
+  Mode mode = Mode::workspace_write;
+  Network network = Network::denied;
+  std::vector<std::string> workspaces;
+};
+Frame make_scope_create(std::uint64_t request_id, const ScopeArgs& args);
+Frame make_scope_close(std::uint64_t request_id, const std::string& id);
+Frame make_scope_list(std::uint64_t request_id);
+Frame make_poll(std::uint64_t request_id, const std::string& id);
+Frame make_background_stop(std::uint64_t request_id, const std::string& id, bool force);
 Frame make_read(std::uint64_t request_id, const FileArgs& args);
 Frame make_write(std::uint64_t request_id, const FileArgs& args);
 Frame make_list(std::uint64_t request_id, const FileArgs& args);

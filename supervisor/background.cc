@@ -1,0 +1,135 @@
+#include "supervisor/background.h"
+
+#include "supervisor/exec_request.h"
+#include "worker_proto/messages.h"
+
+namespace corral::supervisor {
+
+using proto::ErrorCode;
+using Clock = std::chrono::steady_clock;
+
+struct BackgroundTable::Record {
+  std::string id;
+  uid_t owner = 0;
+  std::shared_ptr<Scope> scope;  // while running
+  std::uint64_t hook = 0;
+  Execution exec;
+  std::string out, err;  // written since the last poll
+  bool paused = false;
+  bool ended = false;
+  Result result;
+  Clock::time_point ended_at;
+};
+
+BackgroundTable::~BackgroundTable() {
+  for (auto& [id, r] : records_) r->exec.terminate();
+}
+
+StatusOr<std::string> BackgroundTable::start(ExecSpec spec, const std::shared_ptr<Scope>& scope, uid_t owner,
+                                             std::function<void(const Result&)> log_line) {
+  purge();
+  if (scope->background_count >= kMaxBackgroundPerScope)
+    return Status::error("limit", EAGAIN,
+                         "scope " + scope->id() + " already holds " + std::to_string(scope->background_count) +
+                             " background commands (the limit is " + std::to_string(kMaxBackgroundPerScope) + ")");
+  auto rec = std::make_shared<Record>();
+  rec->id = "bg" + std::to_string(next_id_++);
+  rec->owner = owner;
+  rec->scope = scope;
+  spec.timeout = std::chrono::milliseconds(0);  // no deadline; owned and cancellable instead
+  spec.retain_output = false;
+  std::weak_ptr<Record> weak = rec;
+  auto sink = [weak](StreamId s, std::string_view data) {
+    auto r = weak.lock();
+    if (!r) return;
+    (s == StreamId::err ? r->err : r->out).append(data);
+    if (!r->paused && r->out.size() + r->err.size() >= kBackgroundBufferBytes) {
+      r->paused = true;
+      r->exec.pause_output();
+    }
+  };
+  auto done = [weak, log_line = std::move(log_line)](Result result) {
+    auto r = weak.lock();
+    if (log_line) log_line(result);
+    if (!r) return;
+    r->ended = true;
+    r->ended_at = Clock::now();
+    r->result = std::move(result);
+    r->scope->detach(r->hook);
+    --r->scope->background_count;
+    r->scope.reset();  // a closed scope's temp dir goes once its commands are reaped
+  };
+  ++scope->background_count;
+  rec->hook = scope->attach([weak] {
+    if (auto r = weak.lock()) r->exec.terminate();
+  });
+  rec->exec = Execution::start(io_, std::move(spec), sink, done);
+  records_[rec->id] = rec;
+  return rec->id;
+}
+
+proto::Frame BackgroundTable::poll(std::uint64_t request_id, const std::string& id, uid_t uid) {
+  purge();
+  auto it = records_.find(id);
+  if (it == records_.end()) return proto::make_error(request_id, ErrorCode::invalid_request, "no background command '" + id + "'");
+  auto r = it->second;
+  if (uid != 0 && uid != r->owner)
+    return proto::make_error(request_id, ErrorCode::permission_denied, "background command '" + id + "' belongs to uid " + std::to_string(r->owner));
+  const char* state = "running";
+  if (r->ended) {
+    state = r->result.status == ExitStatus::exited      ? "exited"
+            : r->result.status == ExitStatus::cancelled ? "stopped"
+                                                        : "failed";
+  }
+  flatbuffers::FlatBufferBuilder fbb(256 + r->out.size() + r->err.size());
+  auto id_off = fbb.CreateString(r->id);
+  auto state_off = fbb.CreateString(state);
+  auto out = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(r->out.data()), r->out.size());
+  auto err = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(r->err.data()), r->err.size());
+  flatbuffers::Offset<proto::ExecResult> result;
+  if (r->ended) result = build_exec_result(fbb, r->result);
+  auto body = proto::CreatePollReply(fbb, id_off, state_off, out, err, result);
+  r->out.clear();
+  r->err.clear();
+  if (r->paused) {
+    r->paused = false;
+    r->exec.resume_output();
+  }
+  if (r->ended) records_.erase(it);  // the end has been seen: the record's job is done
+  return proto::finish_frame(fbb, proto::CreateMessage(fbb, request_id, proto::Body::PollReply, body.Union()));
+}
+
+proto::Frame BackgroundTable::stop(std::uint64_t request_id, const std::string& id, bool force, uid_t uid) {
+  auto it = records_.find(id);
+  if (it == records_.end()) return proto::make_error(request_id, ErrorCode::invalid_request, "no background command '" + id + "'");
+  auto& r = it->second;
+  if (uid != 0 && uid != r->owner)
+    return proto::make_error(request_id, ErrorCode::permission_denied, "background command '" + id + "' belongs to uid " + std::to_string(r->owner));
+  if (!r->ended) {
+    if (force) r->exec.terminate();
+    else r->exec.stop();
+  }
+  flatbuffers::FlatBufferBuilder fbb(64);
+  return proto::finish_frame(fbb, proto::CreateMessage(fbb, request_id, proto::Body::Ack, proto::CreateAck(fbb).Union()));
+}
+
+void BackgroundTable::abandon(const std::string& id) {
+  auto it = records_.find(id);
+  if (it != records_.end()) it->second->exec.terminate();
+}
+
+std::size_t BackgroundTable::running() const {
+  std::size_t n = 0;
+  for (const auto& [id, r] : records_) n += !r->ended;
+  return n;
+}
+
+void BackgroundTable::purge() {
+  const auto now = Clock::now();
+  for (auto it = records_.begin(); it != records_.end();) {
+    if (it->second->ended && now - it->second->ended_at > kBackgroundRecordTtl) it = records_.erase(it);
+    else ++it;
+  }
+}
+
+}  // namespace corral::supervisor

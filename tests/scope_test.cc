@@ -1,0 +1,166 @@
+// Scopes and background commands, end to end through the real binary.
+#include <doctest/doctest.h>
+
+#include <grp.h>
+
+#include "tests/test_util.h"
+#include "worker_proto/messages.h"
+
+using namespace corral;
+using namespace corral::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string last_line(const std::string& out) {
+  std::string s = out;
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  auto nl = s.rfind('\n');
+  return nl == std::string::npos ? s : s.substr(nl + 1);
+}
+
+}  // namespace
+
+TEST_CASE("a detached scope keeps its temp dir across commands until closed") {
+  Server s;
+  auto created = cli({"scope", "create"}, s.socket());
+  REQUIRE(created.exit_code == 0);
+  const std::string id = last_line(created.out);
+  CHECK(id.rfind("s", 0) == 0);
+  CHECK(cli({"exec", "--scope", id, "--sh", "echo kept > /tmp/f"}, s.socket()).exit_code == 0);
+  auto again = cli({"exec", "--scope", id, "--", "cat", "/tmp/f"}, s.socket());
+  CHECK(again.out == "kept\n");
+  // File tools see the scope's /tmp too.
+  auto read = cli({"read", "--scope", id, "/tmp/f"}, s.socket());
+  CHECK(read.exit_code == 0);
+  CHECK(read.out == "kept\n");
+  auto list = cli({"scope", "list", "--json"}, s.socket());
+  CHECK(list.out.find("\"id\":\"" + id + "\"") != std::string::npos);
+  const auto pos = list.out.find("\"temp_dir\":\"", list.out.find("\"id\":\"" + id + "\"")) + 12;
+  const std::string dir = list.out.substr(pos, list.out.find('"', pos) - pos);
+  CHECK(std::filesystem::exists(dir + "/f"));
+
+  CHECK(cli({"scope", "close", id}, s.socket()).exit_code == 0);
+  CHECK(wait_until([&] { return !std::filesystem::exists(dir); }, 5s));
+  auto gone = cli({"exec", "--scope", id, "--", "true"}, s.socket());
+  CHECK(gone.exit_code == 125);
+  CHECK(gone.err.find("no scope '" + id + "'") != std::string::npos);
+  CHECK(cli({"scope", "close", id}, s.socket()).exit_code == 1);
+}
+
+TEST_CASE("background output is drained incrementally; the end is reported once") {
+  Server s;
+  TempDir d;
+  const std::string go = d.path() + "/go";
+  // Prints one line, waits for the test's signal file, prints another, exits 3.
+  auto started = cli({"exec", "--background", "--workspace", d.path(), "--sh",
+                      "echo first; while [ ! -e " + go + " ]; do sleep 0.05; done; echo second >&2; exit 3"},
+                     s.socket());
+  REQUIRE(started.exit_code == 0);
+  const std::string id = last_line(started.out);
+  CHECK(id.rfind("bg", 0) == 0);
+  std::string seen;
+  REQUIRE(wait_until([&] {
+    auto p = cli({"poll", "--json", id}, s.socket());
+    seen += p.out;
+    return p.out.find("\"stdout\":\"first\\n\"") != std::string::npos;
+  }, 10s));
+  CHECK(seen.find("\"state\":\"running\"") != std::string::npos);
+  // Nothing new yet: an empty poll.
+  auto quiet = cli({"poll", "--json", id}, s.socket());
+  CHECK(quiet.out.find("\"stdout\":\"\",\"stderr\":\"\"") != std::string::npos);
+  std::ofstream(go) << "";
+  std::string last;
+  REQUIRE(wait_until([&] {
+    last = cli({"poll", "--json", id}, s.socket()).out;
+    return last.find("\"state\":\"exited\"") != std::string::npos || last.find("\"stderr\":\"second\\n\"") != std::string::npos;
+  }, 10s));
+  if (last.find("\"state\":\"exited\"") == std::string::npos)
+    REQUIRE(wait_until([&] { return (last = cli({"poll", "--json", id}, s.socket()).out).find("\"state\":\"exited\"") != std::string::npos; }, 10s));
+  CHECK(last.find("\"exit_code\":3") != std::string::npos);
+  CHECK(last.find("\"stdout\":\"first") == std::string::npos);  // never delivered twice
+  // The record is gone once its end has been seen.
+  CHECK(cli({"poll", id}, s.socket()).exit_code == 1);
+}
+
+TEST_CASE("stop ends a background command; closing a parent scope ends its child's commands") {
+  Server s;
+  auto parent = last_line(cli({"scope", "create"}, s.socket()).out);
+  auto child = last_line(cli({"scope", "create", "--parent", parent}, s.socket()).out);
+  REQUIRE(!parent.empty());
+  REQUIRE(!child.empty());
+  const std::string marker = "corral-scope-test-" + std::to_string(::getpid());
+  auto stopped = last_line(cli({"exec", "--background", "--scope", child, "--", kHelper, "sleep", "300", marker}, s.socket()).out);
+  REQUIRE(wait_until([&] { return processes_with(marker).size() == 1; }, 10s));
+  CHECK(cli({"stop", "--force", stopped}, s.socket()).exit_code == 0);
+  REQUIRE(wait_until([&] { return processes_with(marker).empty(); }, 10s));
+  auto p = cli({"poll", "--json", stopped}, s.socket());
+  CHECK(p.out.find("\"state\":\"stopped\"") != std::string::npos);
+
+  // A background command and a foreground one in the child scope; close the parent.
+  auto bg = last_line(cli({"exec", "--background", "--scope", child, "--", kHelper, "sleep", "300", marker + "-bg"}, s.socket()).out);
+  pid_t fg = spawn_process({kCorral, "exec", "--socket", s.socket(), "--scope", child, "--", kHelper, "sleep", "300", marker + "-fg"});
+  REQUIRE(wait_until([&] { return processes_with(marker + "-bg").size() == 1 && processes_with(marker + "-fg").size() >= 1; }, 10s));
+  auto listed = cli({"scope", "list", "--json"}, s.socket()).out;
+  const auto at = listed.find("\"temp_dir\":\"", listed.find("\"id\":\"" + child + "\"")) + 12;
+  const std::string child_dir = listed.substr(at, listed.find('"', at) - at);
+  CHECK(cli({"scope", "close", parent}, s.socket()).exit_code == 0);
+  CHECK(wait_until([&] { return processes_with(marker + "-bg").empty(); }, 10s));
+  int status = wait_process(fg, 10s);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 128 + SIGKILL);  // cancelled: killed by SIGKILL
+  CHECK(wait_until([&] { return !std::filesystem::exists(child_dir); }, 5s));
+  CHECK(cli({"scope", "list", "--json"}, s.socket()).out.find("\"id\":\"" + child + "\"") == std::string::npos);
+}
+
+TEST_CASE("a non-detached scope ends with the connection that created it") {
+  Server s;
+  std::string dir;
+  {
+    auto c = s.connect();
+    REQUIRE(c);
+    proto::ScopeArgs a;
+    proto::Received r;
+    REQUIRE(c->call(1, proto::make_scope_create(1, a), r));
+    REQUIRE(r.msg->body_as_ScopeCreated());
+    dir = proto::str(r.msg->body_as_ScopeCreated()->temp_dir());
+    CHECK(std::filesystem::exists(dir));
+  }
+  CHECK(wait_until([&] { return !std::filesystem::exists(dir); }, 5s));
+}
+
+TEST_CASE("another uid cannot act on a scope it did not create") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: acting as another uid needs root (this test runs as uid " << ::geteuid() << ")");
+    return;
+  }
+  Server s({"--allow-uid", "65534"});
+  ::chmod(s.dir().c_str(), 0711);
+  auto id = last_line(cli({"scope", "create"}, s.socket()).out);
+  REQUIRE(!id.empty());
+  pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(10);
+    std::string err;
+    auto c = proto::Client::connect(s.socket(), err);
+    if (!c) ::_exit(11);
+    proto::Received r;
+    if (!c->call(1, proto::make_scope_close(1, id), r)) ::_exit(12);
+    const proto::Error* e = r.msg->body_as_Error();
+    if (!e || e->code() != proto::ErrorCode::permission_denied) ::_exit(13);
+    proto::ExecArgs a;
+    a.argv = {"true"};
+    a.scope = id;
+    if (!c->call(2, proto::make_exec(2, a), r)) ::_exit(14);
+    e = r.msg->body_as_Error();
+    if (!e || e->code() != proto::ErrorCode::permission_denied) ::_exit(15);
+    if (!c->call(3, proto::make_scope_list(3), r) || !r.msg->body_as_ScopeList()) ::_exit(16);
+    if (r.msg->body_as_ScopeList()->scopes() && r.msg->body_as_ScopeList()->scopes()->size() != 0) ::_exit(17);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(cli({"scope", "close", id}, s.socket()).exit_code == 0);  // its owner still can
+}

@@ -1,0 +1,100 @@
+// corral scope create|close|list, corral poll, corral stop.
+#include <iostream>
+
+#include "tools/commands.h"
+#include "tools/json_writer.h"
+#include "worker_proto/client.h"
+
+namespace corral::cli {
+
+int run_scope_create(const ScopeOptions& o) {
+  proto::ScopeArgs a;
+  std::string error;
+  a.parent = o.parent;
+  a.detach = true;  // the CLI's connection lasts one command: its scopes must outlive it
+  if (!parse_mode_arg(o.mode, a.mode, error) || !parse_net_arg(o.net, a.network, error)) return complain(kUsage, error);
+  for (const auto& w : o.workspaces) a.workspaces.push_back(absolute(w));
+  proto::Received reply;
+  if (int rc = request(o.socket, proto::make_scope_create(1, a), reply); rc != kOk) return rc;
+  const proto::ScopeCreated* c = reply.msg->body_as_ScopeCreated();
+  if (!c) return complain(kFailed, "unexpected reply to scope create");
+  std::cerr << "temp dir: " << proto::str(c->temp_dir()) << "\n";
+  std::cout << proto::str(c->id()) << std::endl;  // alone on the last line
+  return kOk;
+}
+
+int run_scope_close(const ScopeOptions& o) {
+  proto::Received reply;
+  return request(o.socket, proto::make_scope_close(1, o.id), reply);
+}
+
+int run_scope_list(const ScopeOptions& o) {
+  proto::Received reply;
+  if (int rc = request(o.socket, proto::make_scope_list(1), reply); rc != kOk) return rc;
+  const proto::ScopeList* list = reply.msg->body_as_ScopeList();
+  if (!list) return complain(kFailed, "unexpected reply to scope list");
+  JsonWriter j;
+  j.begin_array();
+  if (list->scopes()) {
+    for (const auto* s : *list->scopes()) {
+      if (!o.json) {
+        std::cout << proto::str(s->id()) << "\tparent=" << (s->parent() && s->parent()->size() ? s->parent()->str() : "-")
+                  << "\tmode=" << proto::EnumNameMode(s->mode()) << "\tnet=" << proto::EnumNameNetwork(s->network())
+                  << "\tbackground=" << s->background() << "\tworkers=" << s->workers() << "\ttemp_dir="
+                  << proto::str(s->temp_dir()) << "\n";
+        continue;
+      }
+      j.begin_object().field("id", proto::str(s->id())).field("parent", proto::str(s->parent()));
+      j.field("owner_uid", static_cast<std::uint64_t>(s->owner_uid())).field("detached", s->detached());
+      j.field("mode", proto::EnumNameMode(s->mode())).field("network", proto::EnumNameNetwork(s->network()));
+      j.begin_array("workspaces");
+      if (s->workspaces())
+        for (const auto* w : *s->workspaces()) j.value(w->str());
+      j.end_array();
+      j.field("temp_dir", proto::str(s->temp_dir()));
+      j.field("background", static_cast<std::uint64_t>(s->background()));
+      j.field("workers", static_cast<std::uint64_t>(s->workers()));
+      j.end_object();
+    }
+  }
+  j.end_array();
+  if (o.json) std::cout << j.str() << "\n";
+  return kOk;
+}
+
+int run_poll(const BackgroundOptions& o) {
+  proto::Received reply;
+  if (int rc = request(o.socket, proto::make_poll(1, o.id), reply); rc != kOk) return rc;
+  const proto::PollReply* p = reply.msg->body_as_PollReply();
+  if (!p) return complain(kFailed, "unexpected reply to poll");
+  auto bytes = [](const flatbuffers::Vector<std::uint8_t>* v) {
+    return v ? std::string_view(reinterpret_cast<const char*>(v->data()), v->size()) : std::string_view();
+  };
+  if (o.json) {
+    JsonWriter j;
+    j.begin_object().field("id", proto::str(p->id())).field("state", proto::str(p->state()));
+    j.field("stdout", bytes(p->stdout())).field("stderr", bytes(p->stderr()));
+    j.key("exit_code");
+    if (p->result() && p->result()->exit_code()) j.value(*p->result()->exit_code());
+    else j.null();
+    j.key("status");
+    if (p->result()) j.value(proto::EnumNameExitStatus(p->result()->status()));
+    else j.null();
+    j.end_object();
+    std::cout << j.str() << "\n";
+    return kOk;
+  }
+  write_all(1, bytes(p->stdout()));
+  write_all(2, bytes(p->stderr()));
+  std::string state = proto::str(p->state());
+  if (p->result() && p->result()->exit_code()) state += " " + std::to_string(*p->result()->exit_code());
+  std::cerr << "corral: " << proto::str(p->id()) << " " << state << "\n";
+  return kOk;
+}
+
+int run_stop(const BackgroundOptions& o) {
+  proto::Received reply;
+  return request(o.socket, proto::make_background_stop(1, o.id, o.force), reply);
+}
+
+}  // namespace corral::cli
