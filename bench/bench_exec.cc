@@ -1,14 +1,17 @@
 // One command end to end through a real supervisor, against its floor, measured in one run.
 //   BM_SpawnFloor       posix_spawn("/bin/true") + waitpid: the least running that program costs.
-//   BM_ExecEndToEnd     Client::exec(id, {argv = {"/bin/true"}}) to its final reply, over one
-//                       connection to `corral serve --socket DIR/b.sock`, started once as our child.
-// Two more split the difference between them (they are not part of the ratio):
+//   BM_ExecEndToEnd     Client::exec(id, {argv = {"/bin/true"}}) to its final reply, default
+//                       policy, over one connection to `corral serve --socket DIR/b.sock`,
+//                       started once as our child.
+// The others split the difference between those two (they are not the headline ratio):
 //   BM_SpawnPipesFloor  the floor plus what the engine needs around any child: stdin from
 //                       /dev/null, stdout and stderr pipes read to EOF.
 //   BM_StatusRoundTrip  a StatusRequest to its reply on the same connection: the wire and
 //                       dispatch cost of one request, without a process.
-// Both use real time and report the p50/p90/p99 of single calls (µs) as counters. After the
-// run, main() prints end-to-end / floor for the mean and the p50 from this run's figures.
+//   BM_ExecNetAllowed   end to end with network allowed (no network namespace).
+//   BM_ExecFullAccess   end to end with danger_full_access and network allowed.
+// All use real time and report the p50/p90/p99 of single calls (µs) as counters. After the
+// run, main() prints each one's ratio to the floor, from this run's figures.
 // The supervisor is stopped with SIGTERM and reaped at exit (and gets SIGTERM if we die).
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
@@ -31,6 +34,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "worker_proto/client.h"
@@ -41,6 +45,12 @@ using Clock = std::chrono::steady_clock;
 namespace proto = corral::proto;
 
 const char* const kProgram = "/bin/true";
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
 
 // A `corral serve` child on a private socket, with one connected client.
 class Supervisor {
@@ -79,7 +89,7 @@ class Supervisor {
       int status = 0;
       if (::waitpid(s->pid_, &status, WNOHANG) == s->pid_) {
         s->pid_ = -1;
-        error = "corral serve exited early; its log:\n" + s->log_text();
+        error = "corral serve exited early (" + describe_status(status) + "); its log:\n" + s->log_text();
         return nullptr;
       }
       if (Clock::now() > deadline) {
@@ -107,7 +117,7 @@ class Supervisor {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
       if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        std::cerr << "bench_exec: corral serve ended with status " << status << "; its log:\n" << log_text();
+        std::cerr << "bench_exec: corral serve ended with " << describe_status(status) << "; its log:\n" << log_text();
     }
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
@@ -258,12 +268,10 @@ void BM_StatusRoundTrip(benchmark::State& state) {
 }
 BENCHMARK(BM_StatusRoundTrip)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-void BM_ExecEndToEnd(benchmark::State& state) {
+void exec_loop(benchmark::State& state, const proto::ExecArgs& args) {
   Supervisor* s = supervisor(state);
   if (!s) return;
   proto::Client& client = s->client();
-  proto::ExecArgs args;
-  args.argv = {kProgram};
   Latencies lat(state);
   for (auto _ : state) {
     const auto t0 = Clock::now();
@@ -277,12 +285,39 @@ void BM_ExecEndToEnd(benchmark::State& state) {
     const proto::ExecResult* r = reply.result();
     if (!r || r->status() != proto::ExitStatus::exited || r->exit_code() != 0) {
       state.SkipWithError(reply.error() ? proto::str(reply.error()->message()).c_str()
-                                        : "/bin/true did not exit 0 through corral");
+                                        : r ? proto::str(r->message()).c_str()
+                                            : "/bin/true did not exit 0 through corral");
       break;
     }
   }
 }
+
+// The default policy, as a client that sets nothing gets it: workspace_write, network denied.
+void BM_ExecEndToEnd(benchmark::State& state) {
+  proto::ExecArgs args;
+  args.argv = {kProgram};
+  exec_loop(state, args);
+}
 BENCHMARK(BM_ExecEndToEnd)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// The same with network allowed: no network namespace to create and tear down.
+void BM_ExecNetAllowed(benchmark::State& state) {
+  proto::ExecArgs args;
+  args.argv = {kProgram};
+  args.network = proto::Network::allowed;
+  exec_loop(state, args);
+}
+BENCHMARK(BM_ExecNetAllowed)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// danger_full_access and network allowed: the least confinement the supervisor offers.
+void BM_ExecFullAccess(benchmark::State& state) {
+  proto::ExecArgs args;
+  args.argv = {kProgram};
+  args.mode = proto::Mode::danger_full_access;
+  args.network = proto::Network::allowed;
+  exec_loop(state, args);
+}
+BENCHMARK(BM_ExecFullAccess)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // The console output, plus each benchmark's real time per call and p50 (the median over
 // repetitions when --benchmark_repetitions is given), for the ratio.
@@ -337,11 +372,20 @@ int main(int argc, char** argv) {
     std::cout << "ratio: needs both BM_SpawnFloor and BM_ExecEndToEnd in the same run\n";
     return (floor || e2e) ? 0 : 1;
   }
-  std::printf("floor      (posix_spawn+waitpid %s): %8.1f us/call, p50 %8.1f us\n", kProgram, floor->mean_us,
-              floor->p50_us);
-  std::printf("end-to-end (corral exec %s):         %8.1f us/call, p50 %8.1f us\n", kProgram, e2e->mean_us,
-              e2e->p50_us);
-  std::printf("ratio end-to-end/floor: %.2fx (mean), %.2fx (p50); aim <= 1.25x%s\n", e2e->mean_us / floor->mean_us,
-              e2e->p50_us / floor->p50_us, floor->from_median ? " (medians of the repetitions)" : "");
+  std::printf("\nper call (real time%s)            mean us    p50 us   /floor mean  /floor p50\n",
+              floor->from_median ? ", medians of the repetitions" : "");
+  const std::pair<const char*, const char*> rows[] = {
+      {"BM_SpawnFloor", "floor: posix_spawn+waitpid"},   {"BM_SpawnPipesFloor", "floor + pipes"},
+      {"BM_StatusRoundTrip", "status round trip"},       {"BM_ExecFullAccess", "exec, full access, net"},
+      {"BM_ExecNetAllowed", "exec, default, net allowed"}, {"BM_ExecEndToEnd", "exec, default policy"},
+  };
+  for (const auto& [name, label] : rows) {
+    const auto* f = reporter.find(name);
+    if (!f) continue;
+    std::printf("%-36s %9.1f %9.1f %11.2fx %10.2fx\n", label, f->mean_us, f->p50_us, f->mean_us / floor->mean_us,
+                f->p50_us / floor->p50_us);
+  }
+  std::printf("ratio end-to-end/floor (%s): %.2fx (mean), %.2fx (p50); aim <= 1.25x\n", kProgram,
+              e2e->mean_us / floor->mean_us, e2e->p50_us / floor->p50_us);
   return 0;
 }

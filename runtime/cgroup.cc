@@ -372,7 +372,15 @@ CgroupUsage Cgroup::usage() const {
           u.oom_killed = keyed_value(*text, "oom_kill").value_or(0) > 0;
       }
     }
-    if (d.cpu_accounting) u.cpu_usage_ns = read_cpu_ns(d.path, d.v2);
+    if (d.cpu_accounting) {
+      u.cpu_usage_ns = read_cpu_ns(d.path, d.v2);
+      if (d.v2) {
+        if (auto text = read_file(d.path + "/cpu.stat")) {
+          if (auto us = keyed_value(*text, "user_usec")) u.cpu_user_ns = *us * 1000;
+          if (auto us = keyed_value(*text, "system_usec")) u.cpu_system_ns = *us * 1000;
+        }
+      }
+    }
   }
   return u;
 }

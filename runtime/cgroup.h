@@ -41,6 +41,8 @@ struct CgroupUsage {
   bool oom_killed = false;  // v1 memory.oom_control oom_kill (kernel >= 4.13), v2 memory.events
                             // oom_kill > 0: the kernel killed a process for this group's limit
   std::optional<std::uint64_t> cpu_usage_ns;  // v1 cpuacct.usage, v2 cpu.stat usage_usec * 1000
+  std::optional<std::uint64_t> cpu_user_ns;   // v2 cpu.stat user_usec * 1000 (the split, where known)
+  std::optional<std::uint64_t> cpu_system_ns;  // v2 cpu.stat system_usec * 1000
 };
 
 // What this host offers, found by trying (create a probe group, write a limit, remove it),

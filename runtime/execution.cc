@@ -63,7 +63,7 @@ Status validate(const ExecSpec& spec) {
     return Status::invalid("timeout must be between 1ms and " + std::to_string(limits::kMaxTimeout.count()) + "ms");
   if (spec.grace.count() < 0 || spec.grace > limits::kMaxGrace)
     return Status::invalid("grace must be between 0 and " + std::to_string(limits::kMaxGrace.count()) + "ms");
-  if (spec.max_output == 0 || spec.max_output > limits::kMaxOutput)
+  if (!spec.unlimited_output && (spec.max_output == 0 || spec.max_output > limits::kMaxOutput))
     return Status::invalid("max output must be between 1 byte and " + std::to_string(limits::kMaxOutput) + " bytes (64M)");
   if (spec.stdin_data && spec.stdin_data->size() > limits::kMaxStdin)
     return Status::invalid("stdin is over the " + std::to_string(limits::kMaxStdin) + "-byte limit");
@@ -98,6 +98,9 @@ struct Execution::State : std::enable_shared_from_this<State> {
         out(io), err(io), pidfd(io), stdin_w(io), deadline(io), grace_timer(io), gate(io),
         linger(io), cpu_poll(io) {
     gate.expires_at(Clock::time_point::max());
+  }
+  ~State() {
+    if (spec.extra_fd >= 0) ::close(spec.extra_fd);
   }
 
   asio::io_context& io;
@@ -166,6 +169,10 @@ struct Execution::State : std::enable_shared_from_this<State> {
   // byte past the cap kills the tree.
   void take(StreamId id, const char* data, std::size_t n) {
     if (output_closed) return;
+    if (spec.unlimited_output) {
+      if (sink) sink(id, std::string_view(data, n));
+      return;
+    }
     std::uint64_t room = spec.max_output - kept;
     std::size_t keep = static_cast<std::size_t>(std::min<std::uint64_t>(room, n));
     if (keep > 0) {
@@ -227,9 +234,14 @@ struct Execution::State : std::enable_shared_from_this<State> {
 
   // What init reported (the command's own exit and usage) and what the cgroup measured.
   void account_sandbox() {
-    sandbox->read_report(exit);
+    const bool reported = sandbox->read_report(exit);
     if (!sandbox->cgroup) return;
     CgroupUsage usage = sandbox->cgroup->usage();
+    // init was killed before it could report (a cap or a SIGKILL): the cgroup still counted.
+    if (!reported && usage.cpu_user_ns && usage.cpu_system_ns) {
+      exit.user_cpu_ms = *usage.cpu_user_ns / 1'000'000;
+      exit.sys_cpu_ms = *usage.cpu_system_ns / 1'000'000;
+    }
     if (usage.memory_peak_bytes) result.memory_peak_kb = *usage.memory_peak_bytes / 1024;
     if (usage.oom_killed) {
       decide(ExitStatus::memory_limit);
@@ -310,6 +322,7 @@ struct Execution::State : std::enable_shared_from_this<State> {
 
   void run() {
     started = Clock::now();
+    UniqueFd extra(std::exchange(spec.extra_fd, -1));  // closed when run() returns: after the spawn
     if (cancelled_before_spawn) {
       result.status = ExitStatus::cancelled;
       result.message = "cancelled before it started";
@@ -340,6 +353,7 @@ struct Execution::State : std::enable_shared_from_this<State> {
     ss.env = child_environment(spec);
     ss.cwd = !spec.cwd.empty() ? spec.cwd : spec.policy ? std::string("/tmp") : spec.temp_dir;
     ss.fds = {{stdin_read.get(), 0}, {out_pipe->write.get(), 1}, {err_pipe->write.get(), 2}};
+    if (extra) ss.fds.push_back({extra.get(), 3});
     if (spec.policy) {
       auto launched = spec.host->launch(ss, *spec.policy, spec.temp_dir, spec.cgroup_name);
       if (!launched.ok()) return fail_setup(launched.status());

@@ -44,6 +44,10 @@ struct ExecSpec {
   std::chrono::milliseconds grace = limits::kDefaultGrace;      // SIGTERM -> SIGKILL
   std::uint64_t max_output = limits::kDefaultMaxOutput;         // stdout+stderr, bytes
   bool retain_output = true;  // keep output in Result::out/err (the sink sees it anyway)
+  bool unlimited_output = false;  // no cap (workers: their sink keeps a bounded log)
+  // An extra fd placed at fd 3 in the child (a worker's socketpair end). The execution owns
+  // it from start() on and closes it once the child is spawned (or never will be).
+  int extra_fd = -1;
 
   // Isolation (sandbox.h). With a policy the command runs in its own namespaces on `host`;
   // it sees temp_dir as /tmp, which is then its default cwd, HOME and TMPDIR. Without one

@@ -80,6 +80,15 @@ int set_readonly(int dfd, const char* path, unsigned flags, bool readonly) {
   return ::mount_setattr(dfd, path, flags, &attr, sizeof attr);
 }
 
+// Writable binds never honour set-id bits or device nodes: whatever the command plants there
+// is ordinary inside (seccomp keeps it from creating set-id bits at all).
+int set_writable_bind(int tree) {
+  struct mount_attr attr {};
+  attr.attr_clr = MOUNT_ATTR_RDONLY;
+  attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  return ::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr);
+}
+
 // Creates a missing mount point: a directory or an empty file. EROFS/ENOENT here means the
 // target lies in a read-only part of the view; the caller reports it.
 int ensure_target(const char* path, bool is_dir) {
@@ -178,7 +187,8 @@ void build_mount_view(SandboxPlan& plan, Sources& src) {
 
   for (std::size_t i = 0; i < plan.bind_count; ++i) {
     BindMount& b = plan.binds[i];
-    if (set_readonly(b.tree_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, !b.writable) < 0) fail(plan, Step::mount_bind, errno);
+    int rc = b.writable ? set_writable_bind(b.tree_fd) : set_readonly(b.tree_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, true);
+    if (rc < 0) fail(plan, Step::mount_bind, errno);
     if (ensure_target(b.target, b.is_dir) < 0) fail(plan, Step::mount_target, errno);
     if (::move_mount(b.tree_fd, "", AT_FDCWD, b.target, MOVE_MOUNT_F_EMPTY_PATH) < 0) fail(plan, Step::mount_bind, errno);
     ::close(b.tree_fd);
@@ -195,7 +205,7 @@ void build_mount_view(SandboxPlan& plan, Sources& src) {
     }
     if (shm_fd >= 0) {
       if (::mkdir("/dev/shm", 01777) < 0) fail(plan, Step::mount_dev, errno);
-      if (set_readonly(shm_fd, "", AT_EMPTY_PATH, false) < 0) fail(plan, Step::mount_dev, errno);
+      if (set_writable_bind(shm_fd) < 0) fail(plan, Step::mount_dev, errno);
       if (::move_mount(shm_fd, "", AT_FDCWD, "/dev/shm", MOVE_MOUNT_F_EMPTY_PATH) < 0) fail(plan, Step::mount_dev, errno);
       ::close(shm_fd);
     }

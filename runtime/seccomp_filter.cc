@@ -132,6 +132,27 @@ StatusOr<SeccompProgram> build_seccomp_program(const SeccompPolicy& policy) {
     if ((rc = add_rule(c, SCMP_ACT_ERRNO(EPERM), "ioctl", SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, cmd))) < 0)
       return seccomp_error("ioctl", rc);
   }
+  // No setuid or setgid bit may be created. A root-owned workspace is idmapped so that what
+  // the sandbox creates is owned by root on the host: a set-id bit there would be a root
+  // program for anyone on the host. Each rule names where the mode is (one masked
+  // comparison per rule); openat2 and fchmodat2 carry it where the filter cannot look, so
+  // they are refused with ENOSYS (libc falls back to openat / fchmodat).
+  struct ModeArg {
+    const char* name;
+    unsigned arg;
+  };
+  for (ModeArg m : {ModeArg{"chmod", 1}, ModeArg{"fchmod", 1}, ModeArg{"fchmodat", 2}, ModeArg{"open", 2},
+                    ModeArg{"openat", 3}, ModeArg{"creat", 1}, ModeArg{"mkdir", 1}, ModeArg{"mkdirat", 2},
+                    ModeArg{"mknod", 1}, ModeArg{"mknodat", 2}}) {
+    for (unsigned long bit : {static_cast<unsigned long>(S_ISUID), static_cast<unsigned long>(S_ISGID)}) {
+      const scmp_arg_cmp cmp{m.arg, SCMP_CMP_MASKED_EQ, bit, bit};
+      if ((rc = add_rule(c, SCMP_ACT_ERRNO(EPERM), m.name, cmp)) < 0) return seccomp_error(m.name, rc);
+    }
+  }
+  if ((rc = add_rule(c, SCMP_ACT_ERRNO(ENOSYS), "openat2")) < 0) return seccomp_error("openat2", rc);
+  // fchmodat2 (Linux 6.6) is newer than this libseccomp: by number (x86_64).
+  if ((rc = seccomp_rule_add(c, SCMP_ACT_ERRNO(ENOSYS), 452, 0)) < 0) return seccomp_error("fchmodat2", rc);
+
   if (policy.deny_network) {
     // The full 64-bit compare refuses a domain with garbage in the high bits even when the
     // kernel (which reads an int) would see AF_UNIX: it errs on the side of refusing.

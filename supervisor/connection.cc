@@ -11,6 +11,7 @@
 
 #include "supervisor/exec_request.h"
 #include "supervisor/file_requests.h"
+#include "supervisor/worker.h"
 #include "worker_proto/messages.h"
 
 namespace corral::supervisor {
@@ -51,6 +52,11 @@ void Connection::close() {
   // hold this object and the scopes alive) until each command is reaped; the temp dirs go
   // with the last reference.
   for (auto& [id, exec] : running_) exec.terminate();
+  // An evaluation whose client is gone poisons its worker: its outcome is unknown.
+  auto evals = std::move(evals_);
+  evals_.clear();
+  for (auto& [id, weak] : evals)
+    if (auto w = weak.lock()) w->client_gone(this);
   scope_->close();
   for (auto& weak : owned_scopes_)
     if (auto s = weak.lock()) ctx_.scopes->close(s);
@@ -170,6 +176,12 @@ void Connection::dispatch(const proto::Message& msg) {
     case proto::Body::ScopeListRequest: return on_scope_list(msg);
     case proto::Body::Poll: return on_poll(msg);
     case proto::Body::BackgroundStop: return on_background_stop(msg);
+    case proto::Body::WorkerStart: return on_worker_start(msg);
+    case proto::Body::WorkerEval: return on_worker_eval(msg);
+    case proto::Body::HostReply: return on_host_reply(msg);
+    case proto::Body::WorkerStop: return on_worker_stop(msg);
+    case proto::Body::WorkerListRequest: return on_worker_list(msg);
+    case proto::Body::WorkerLogsRequest: return on_worker_logs(msg);
     default:
       send_error(msg.request_id(), ErrorCode::malformed,
                  std::string(proto::body_name(type)) + " is not a message a client sends");
@@ -331,6 +343,10 @@ void Connection::on_file(const proto::Message& msg) {
 
 void Connection::on_cancel(const proto::Message& msg) {
   const std::uint64_t id = msg.request_id();
+  if (auto e = evals_.find(id); e != evals_.end()) {
+    if (auto w = e->second.lock()) w->cancel(this, id);
+    return;
+  }
   auto it = running_.find(id);
   if (it == running_.end()) {
     send_error(id, ErrorCode::unknown_request_id, "no request " + std::to_string(id) + " is in flight");

@@ -29,6 +29,8 @@
 
 namespace corral::supervisor {
 
+class Worker;
+
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(asio::io_context& io, asio::local::stream_protocol::socket socket, Peer peer, Context& ctx);
@@ -52,6 +54,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_scope_list(const proto::Message& msg);
   void on_poll(const proto::Message& msg);
   void on_background_stop(const proto::Message& msg);
+  void on_worker_start(const proto::Message& msg);
+  void on_worker_eval(const proto::Message& msg);
+  void on_host_reply(const proto::Message& msg);
+  void on_worker_stop(const proto::Message& msg);
+  void on_worker_list(const proto::Message& msg);
+  void on_worker_logs(const proto::Message& msg);
+  // The worker a request names (its scope: named, else the peer uid's default); sends the
+  // Error and returns null if there is none this peer may use.
+  std::shared_ptr<Worker> find_worker(std::uint64_t id, const flatbuffers::String* scope, const flatbuffers::String* name);
   void on_exec_done(std::uint64_t id, const ExecSpec& spec, Result result);
   void log_launch(std::uint64_t id, const ExecSpec& spec, const Result& result) const;
   // Queues a frame for the client. `on_dropped` runs if the connection closes before the
@@ -78,6 +89,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<Pending> queue_;
   std::uint64_t queued_bytes_ = 0;
   std::map<std::uint64_t, Execution> running_;
+  std::map<std::uint64_t, std::weak_ptr<Worker>> evals_;  // evaluations in flight, by request id
   bool hello_done_ = false;
   bool closed_ = false;
   bool flush_then_close_ = false;  // a fatal error frame is queued; close once it is written

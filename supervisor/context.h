@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@ struct Context {
   std::vector<LayerReport> layers;    // what hello and status report
   std::unique_ptr<ScopeRegistry> scopes;
   std::unique_ptr<BackgroundTable> background;
+  std::map<std::string, std::shared_ptr<class Worker>> workers;  // by "scope/name"
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   unsigned connections = 0;
   unsigned running_commands = 0;

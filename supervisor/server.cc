@@ -150,9 +150,21 @@ class Server {
       return;
     }
     Peer peer{cred.uid, cred.gid, cred.pid};
-    if (descends_from(cred.pid, ::getpid())) {
-      spdlog::warn("refused a connection from pid {}: it runs inside a sandbox of this supervisor", cred.pid);
-      refuse(socket, proto::ErrorCode::permission_denied, "commands run by corral may not use its socket");
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77  // Linux 6.5
+#endif
+    // Nothing a sandbox runs may use the socket (it is also masked in every mount view). A
+    // peer that cannot be vouched for (gone before we could look) is refused too.
+    int peer_pidfd = -1;
+    socklen_t fdlen = sizeof peer_pidfd;
+    if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERPIDFD, &peer_pidfd, &fdlen) < 0) peer_pidfd = -1;
+    UniqueFd pidfd_holder(peer_pidfd);
+    const Lineage who = lineage(cred.pid, ::getpid(), peer_pidfd);
+    if (who != Lineage::stranger) {
+      spdlog::warn("refused a connection from pid {}: {}", cred.pid,
+                   who == Lineage::ours ? "it runs inside a sandbox of this supervisor" : "the peer vanished before it could be checked");
+      refuse(socket, proto::ErrorCode::permission_denied,
+             who == Lineage::ours ? "commands run by corral may not use its socket" : "the peer could not be verified");
       return;
     }
     const bool allowed = cred.uid == ::geteuid() ||
@@ -219,6 +231,20 @@ Status serve(const ServerOptions& options_in) {
   }
   const bool shared = !options.allow_uids.empty();
   const std::string dir = std::filesystem::path(options.socket_path).parent_path().string();
+  // Scope temp dirs live in a directory of our own (0711: nobody can list it), masked in
+  // every sandbox like the socket dir, so that no command sees another scope's temp dir.
+  std::string base = options.temp_root + "/corral-" + std::to_string(::getpid()) + "-XXXXXX";
+  if (::mkdtemp(base.data()) == nullptr) return Status::from_errno("mkdtemp", errno, base);
+  ::chmod(base.c_str(), 0711);
+  struct RemoveBase {
+    std::string path;
+    ~RemoveBase() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } remove_base{base};
+  options.temp_root = base;
+  options.hidden_paths.push_back(base);
   if (Status st = prepare_directory(dir, shared); !st.ok()) return st;
   UniqueFd lock_fd;
   if (Status st = claim_path(options.socket_path, lock_fd); !st.ok()) return st;

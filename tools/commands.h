@@ -83,6 +83,25 @@ int run_serve(supervisor::ServerOptions options, const std::string& log_level);
 int run_exec(const ExecOptions& options);
 int run_status(const StatusOptions& options);
 int run_call(const CallOptions& options);
+struct WorkerOptions {
+  std::string socket;
+  std::string name, scope;
+  std::vector<std::string> argv;  // start: /ABS/PATH ARGS...
+  bool python = false;
+  std::string mode = "workspace-write", net = "denied";
+  std::vector<std::string> workspaces;
+  std::string memory, idle_timeout;
+  std::string request, timeout, host_cmd;  // eval
+  bool has_request = false, reset = false;
+  bool force = false;  // stop
+  bool json = false;   // list
+};
+
+int run_worker_start(const WorkerOptions& options);
+int run_worker_eval(const WorkerOptions& options);
+int run_worker_stop(const WorkerOptions& options);
+int run_worker_list(const WorkerOptions& options);
+int run_worker_logs(const WorkerOptions& options);
 int run_scope_create(const ScopeOptions& options);
 int run_scope_close(const ScopeOptions& options);
 int run_scope_list(const ScopeOptions& options);

@@ -179,10 +179,50 @@ int main(int argc, char** argv) {
   stop->add_flag("--force", bg_opts.force, "SIGKILL now");
   stop->add_option("id", bg_opts.id, "the background command's id")->required();
 
+  // worker start|eval|stop|list|logs
+  cli::WorkerOptions w_opts;
+  w_opts.socket = default_socket;
+  auto* worker = app.add_subcommand("worker", "Persistent framed workers (e.g. a Python interpreter) inside the sandbox.");
+  worker->require_subcommand(1);
+  auto worker_sub = [&](const char* name, const char* help, bool needs_name) {
+    auto* sub = worker->add_subcommand(name, help);
+    sub->add_option("--socket", w_opts.socket, kSocketHelp);
+    sub->add_option("--scope", w_opts.scope, "the worker's scope (default: your uid's detached scope)");
+    if (needs_name) sub->add_option("name", w_opts.name, "the worker's name (unique in its scope)")->required();
+    return sub;
+  };
+  auto* w_start = worker_sub("start", "Start a worker: `corral worker start NAME [OPTIONS] -- /ABS/PATH/RUNTIME ARGS...` "
+                                      "or `--python` for the shipped Python evaluation worker. Frames travel on fd "
+                                      "$CORRAL_WORKER_FD; stdout/stderr go to `corral worker logs`.", true);
+  w_start->add_flag("--python", w_opts.python,
+                    "the shipped Python worker: /usr/bin/python3 -I -B -u <source>/worker_proto/python/corral_eval_worker.py "
+                    "<build>/worker_proto/python; requests {\"code\": ...}, replies {ok, stdout, stderr, result, error}");
+  w_start->add_option("--mode", w_opts.mode, "isolation mode, as for exec")->capture_default_str();
+  w_start->add_option("--net", w_opts.net, "network policy, as for exec")->capture_default_str();
+  w_start->add_option("--workspace", w_opts.workspaces, "workspace roots (repeatable)");
+  w_start->add_option("--memory", w_opts.memory, "memory cap for the worker's tree");
+  w_start->add_option("--idle-timeout", w_opts.idle_timeout, "stop it after this long without evaluations (default 10m)");
+  w_start->add_option("program", w_opts.argv, "/ABS/PATH/RUNTIME ARGS... (after --)");
+  auto* w_eval = worker_sub("eval", "Evaluate one request (from --request or stdin) and print the reply. Evaluations on "
+                                    "one worker are serialized; a deadline, cancel or crash loses the worker's state.", true);
+  w_eval->add_option("--request", w_opts.request, "the request (default: read stdin)");
+  w_eval->add_option("--timeout", w_opts.timeout, "evaluation deadline (default 2m); past it the worker is killed");
+  w_eval->add_flag("--reset", w_opts.reset, "start a fresh worker first (after its state was lost), then evaluate");
+  w_eval->add_option("--host-cmd", w_opts.host_cmd,
+                     "serve the evaluation's host calls: run CMD with the call on stdin; its stdout is the reply, a "
+                     "non-zero exit an error (without it, host calls get an error)");
+  auto* w_stop = worker_sub("stop", "Stop a worker (SIGTERM and close its channel; --force: SIGKILL).", true);
+  w_stop->add_flag("--force", w_opts.force, "SIGKILL now");
+  auto* w_list = worker_sub("list", "List your workers: name, scope, state, evaluations.", false);
+  w_list->add_flag("--json", w_opts.json, "print as JSON");
+  auto* w_logs = worker_sub("logs", "Print a worker's stdout and stderr (the latest 256 KiB).", true);
+
   try {
     app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help, --version (CallForHelp derives from Success)
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return cli::complain(cli::kUsage, std::string(e.what()) + " (see --help)");
   }
 
   if (*serve) {
@@ -208,6 +248,14 @@ int main(int argc, char** argv) {
   }
   if (*status) return cli::run_status(status_opts);
   if (*call) return cli::run_call(call_opts);
+  if (*w_start) return cli::run_worker_start(w_opts);
+  if (*w_eval) {
+    w_opts.has_request = w_eval->count("--request") > 0;
+    return cli::run_worker_eval(w_opts);
+  }
+  if (*w_stop) return cli::run_worker_stop(w_opts);
+  if (*w_list) return cli::run_worker_list(w_opts);
+  if (*w_logs) return cli::run_worker_logs(w_opts);
   if (*scope_create) return cli::run_scope_create(scope_opts);
   if (*scope_close) return cli::run_scope_close(scope_opts);
   if (*scope_list) return cli::run_scope_list(scope_opts);

@@ -7,6 +7,9 @@ packages=(
   build-essential cmake pkg-config ccache
   libasio-dev                         # standalone Asio (1.22 on Debian 12)
   libflatbuffers-dev flatbuffers-compiler
+  python3-flatbuffers                 # Python runtime for worker_proto/python (the Python worker
+                                      # SDK); Debian's, so it is visible to /usr/bin/python3 only:
+                                      # run workers with /usr/bin/python3, not a pyenv python3 on PATH
   libspdlog-dev libfmt-dev
   libcli11-dev                        # command line parsing
   doctest-dev libbenchmark-dev

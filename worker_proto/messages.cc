@@ -84,7 +84,8 @@ Frame make_exec(std::uint64_t request_id, const ExecArgs& a) {
 }
 
 Frame make_output(std::uint64_t request_id, Stream stream, std::string_view data) {
-  flatbuffers::FlatBufferBuilder fbb(data.size() + 64);
+  // Headroom for the tables around the bytes: a full 64 KiB chunk must not reallocate.
+  flatbuffers::FlatBufferBuilder fbb(data.size() + 256);
   auto bytes = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(data.data()), data.size());
   return finish(fbb, request_id, CreateOutputChunk(fbb, stream, bytes));
 }

@@ -31,6 +31,10 @@ namespace corral::fuzz {
 // reaches "too large" with short inputs; the code path is the same.
 inline constexpr std::uint32_t kFuzzMaxFrame = 1u << 20;
 
+// The last union member read_message() knows; fuzz_corpus_test checks it is the schema's last,
+// so a new member cannot go unread by the fuzzer unnoticed.
+inline constexpr proto::Body kLastWalkedBody = proto::Body::BackgroundStop;
+
 // What happened to one complete payload.
 struct FrameOutcome {
   bool verified = false;
@@ -86,6 +90,29 @@ inline void read_layers(std::uint64_t& d, const flatbuffers::Vector<flatbuffers:
     mix(d, l->available());
     read_string(d, l->reason());
   }
+}
+
+inline void read_exec_result(std::uint64_t& d, const proto::ExecResult* b) {
+  if (!b) return mix(d, 7);
+  mix(d, static_cast<std::uint64_t>(b->status()));
+  const auto code = b->exit_code();
+  mix(d, code.has_value() ? static_cast<std::uint64_t>(static_cast<std::uint32_t>(*code)) : 5);
+  mix(d, static_cast<std::uint32_t>(b->signal()));
+  mix(d, b->timed_out());
+  mix(d, b->output_truncated());
+  mix(d, b->wall_ms());
+  mix(d, b->user_cpu_ms());
+  mix(d, b->sys_cpu_ms());
+  mix(d, b->max_rss_kb());
+  const auto peak = b->memory_peak_kb();
+  mix(d, peak.has_value() ? *peak : 6);
+  read_strings(d, b->enforced());
+  read_string(d, b->temp_dir());
+  read_string(d, b->setup_step());
+  mix(d, static_cast<std::uint32_t>(b->setup_errno()));
+  read_string(d, b->message());
+  mix(d, b->stdout_bytes());
+  mix(d, b->stderr_bytes());
 }
 
 // Every field of every body type. Unknown body types (a newer peer's) are named and skipped.
@@ -146,6 +173,8 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
       mix(d, b->cpu_time_ms());
       mix(d, std::bit_cast<std::uint64_t>(b->cpus()));
       mix(d, b->max_file_size());
+      read_string(d, b->scope());
+      mix(d, b->background());
       break;
     }
     case proto::Body::OutputChunk: {
@@ -154,29 +183,9 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
       read_bytes(d, b->data());
       break;
     }
-    case proto::Body::ExecResult: {
-      const auto* b = m.body_as_ExecResult();
-      mix(d, static_cast<std::uint64_t>(b->status()));
-      const auto code = b->exit_code();
-      mix(d, code.has_value() ? static_cast<std::uint64_t>(static_cast<std::uint32_t>(*code)) : 5);
-      mix(d, static_cast<std::uint32_t>(b->signal()));
-      mix(d, b->timed_out());
-      mix(d, b->output_truncated());
-      mix(d, b->wall_ms());
-      mix(d, b->user_cpu_ms());
-      mix(d, b->sys_cpu_ms());
-      mix(d, b->max_rss_kb());
-      const auto peak = b->memory_peak_kb();
-      mix(d, peak.has_value() ? *peak : 6);
-      read_strings(d, b->enforced());
-      read_string(d, b->temp_dir());
-      read_string(d, b->setup_step());
-      mix(d, static_cast<std::uint32_t>(b->setup_errno()));
-      read_string(d, b->message());
-      mix(d, b->stdout_bytes());
-      mix(d, b->stderr_bytes());
+    case proto::Body::ExecResult:
+      read_exec_result(d, m.body_as_ExecResult());
       break;
-    }
     case proto::Body::Cancel:
       mix(d, m.body_as_Cancel()->force());
       break;
@@ -209,6 +218,7 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
       mix(d, b->max_bytes());
       mix(d, b->binary());
       mix(d, static_cast<std::uint64_t>(b->mode()));
+      read_string(d, b->scope());
       break;
     }
     case proto::Body::ReadResult: {
@@ -226,6 +236,7 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
       read_bytes(d, b->data());
       mix(d, b->binary());
       mix(d, static_cast<std::uint64_t>(b->mode()));
+      read_string(d, b->scope());
       break;
     }
     case proto::Body::WriteResult:
@@ -237,6 +248,7 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
       read_strings(d, b->workspaces());
       mix(d, b->max_entries());
       mix(d, static_cast<std::uint64_t>(b->mode()));
+      read_string(d, b->scope());
       break;
     }
     case proto::Body::ListResult: {
@@ -252,6 +264,73 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
         }
       }
       mix(d, b->truncated());
+      break;
+    }
+    case proto::Body::ScopeCreate: {
+      const auto* b = m.body_as_ScopeCreate();
+      read_string(d, b->parent());
+      mix(d, b->detach());
+      mix(d, static_cast<std::uint64_t>(b->mode()));
+      mix(d, static_cast<std::uint64_t>(b->network()));
+      read_strings(d, b->workspaces());
+      break;
+    }
+    case proto::Body::ScopeCreated: {
+      const auto* b = m.body_as_ScopeCreated();
+      read_string(d, b->id());
+      read_string(d, b->temp_dir());
+      break;
+    }
+    case proto::Body::ScopeClose:
+      read_string(d, m.body_as_ScopeClose()->id());
+      break;
+    case proto::Body::ScopeListRequest:
+      mix(d, m.body_as_ScopeListRequest() != nullptr);
+      break;
+    case proto::Body::ScopeList: {
+      const auto* scopes = m.body_as_ScopeList()->scopes();
+      if (!scopes) break;
+      mix(d, scopes->size());
+      for (const proto::ScopeInfo* i : *scopes) {
+        if (!i) continue;
+        read_string(d, i->id());
+        read_string(d, i->parent());
+        mix(d, i->owner_uid());
+        mix(d, i->detached());
+        mix(d, static_cast<std::uint64_t>(i->mode()));
+        mix(d, static_cast<std::uint64_t>(i->network()));
+        read_strings(d, i->workspaces());
+        read_string(d, i->temp_dir());
+        mix(d, i->background());
+        mix(d, i->workers());
+      }
+      break;
+    }
+    case proto::Body::Ack:
+      mix(d, m.body_as_Ack() != nullptr);
+      break;
+    case proto::Body::BackgroundStarted: {
+      const auto* b = m.body_as_BackgroundStarted();
+      read_string(d, b->id());
+      read_string(d, b->scope());
+      break;
+    }
+    case proto::Body::Poll:
+      read_string(d, m.body_as_Poll()->id());
+      break;
+    case proto::Body::PollReply: {
+      const auto* b = m.body_as_PollReply();
+      read_string(d, b->id());
+      read_string(d, b->state());
+      read_bytes(d, b->stdout());
+      read_bytes(d, b->stderr());
+      read_exec_result(d, b->result());
+      break;
+    }
+    case proto::Body::BackgroundStop: {
+      const auto* b = m.body_as_BackgroundStop();
+      read_string(d, b->id());
+      mix(d, b->force());
       break;
     }
     default:

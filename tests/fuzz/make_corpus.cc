@@ -142,6 +142,66 @@ int main(int argc, char** argv) {
     auto body = CreateListResult(fbb, fbb.CreateVector(entries), false);
     add("list_result", finish_frame(fbb, CreateMessage(fbb, 18, Body::ListResult, body.Union())));
   }
+  // Scopes and background commands.
+  ScopeArgs scope;
+  scope.parent = "s-1";
+  scope.detach = true;
+  scope.mode = Mode::read_only;
+  scope.workspaces = {"/home/u/project"};
+  add("scope_create", make_scope_create(19, scope));
+  add("scope_close", make_scope_close(20, "s-2"));
+  add("scope_list_request", make_scope_list(21));
+  add("poll", make_poll(22, "b-1"));
+  add("background_stop", make_background_stop(23, "b-1", true));
+  ExecArgs background;
+  background.argv = {"/bin/sleep", "10"};
+  background.scope = "s-1";
+  background.background = true;
+  add("exec_background", make_exec(24, background));
+  {
+    flatbuffers::FlatBufferBuilder fbb(128);
+    auto body = CreateScopeCreated(fbb, fbb.CreateString("s-2"), fbb.CreateString("/tmp/corral-scope-abc"));
+    add("scope_created", finish_frame(fbb, CreateMessage(fbb, 19, Body::ScopeCreated, body.Union())));
+  }
+  {
+    flatbuffers::FlatBufferBuilder fbb(256);
+    auto ws = fbb.CreateVectorOfStrings({"/home/u/project"});
+    std::vector<flatbuffers::Offset<ScopeInfo>> infos = {
+        CreateScopeInfo(fbb, fbb.CreateString("s-1"), 0, 1000, true, Mode::workspace_write, Network::denied, ws,
+                        fbb.CreateString("/tmp/corral-scope-1"), 1, 0),
+        CreateScopeInfo(fbb, fbb.CreateString("s-2"), fbb.CreateString("s-1"), 1000, false, Mode::read_only,
+                        Network::allowed, 0, fbb.CreateString("/tmp/corral-scope-2"), 0, 2)};
+    auto body = CreateScopeList(fbb, fbb.CreateVector(infos));
+    add("scope_list", finish_frame(fbb, CreateMessage(fbb, 21, Body::ScopeList, body.Union())));
+  }
+  {
+    flatbuffers::FlatBufferBuilder fbb(64);
+    auto body = CreateAck(fbb);
+    add("ack", finish_frame(fbb, CreateMessage(fbb, 20, Body::Ack, body.Union())));
+  }
+  {
+    flatbuffers::FlatBufferBuilder fbb(64);
+    auto body = CreateBackgroundStarted(fbb, fbb.CreateString("b-1"), fbb.CreateString("s-1"));
+    add("background_started", finish_frame(fbb, CreateMessage(fbb, 24, Body::BackgroundStarted, body.Union())));
+  }
+  {
+    // A poll of a command that has ended: its output so far and its ExecResult.
+    flatbuffers::FlatBufferBuilder fbb(256);
+    const std::string out = "done\n", err = "warn\n";
+    auto id = fbb.CreateString("b-1");
+    auto state = fbb.CreateString("exited");
+    auto o = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(out.data()), out.size());
+    auto e = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(err.data()), err.size());
+    auto enforced = fbb.CreateVectorOfStrings({"user-ns", "seccomp"});
+    ExecResultBuilder rb(fbb);
+    rb.add_status(ExitStatus::exited);
+    rb.add_exit_code(0);
+    rb.add_wall_ms(10000);
+    rb.add_enforced(enforced);
+    auto result = rb.Finish();
+    auto body = CreatePollReply(fbb, id, state, o, e, result);
+    add("poll_reply", finish_frame(fbb, CreateMessage(fbb, 22, Body::PollReply, body.Union())));
+  }
   add("output_stdout_64", make_output(7, Stream::out, std::string(63, 'o') + "\n"));
   add("output_stderr", make_output(7, Stream::err, "warning: something\n"));
   add("exec_result", exec_result(7, false));

@@ -1,0 +1,345 @@
+#include "supervisor/worker.h"
+
+#include <sys/socket.h>
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/read.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include "runtime/unique_fd.h"
+#include "worker_proto/messages.h"
+
+namespace corral::supervisor {
+
+using proto::ErrorCode;
+constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
+
+namespace {
+
+proto::Frame bytes_frame(std::uint64_t id, proto::Body type, std::string_view data, std::uint64_t call_id = 0,
+                         std::string_view error = {}) {
+  flatbuffers::FlatBufferBuilder fbb(data.size() + 128);
+  auto bytes = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(data.data()), data.size());
+  flatbuffers::Offset<void> body;
+  switch (type) {
+    case proto::Body::Evaluate: body = proto::CreateEvaluate(fbb, bytes).Union(); break;
+    case proto::Body::HostCall: body = proto::CreateHostCall(fbb, call_id, bytes).Union(); break;
+    case proto::Body::HostReply:
+      body = proto::CreateHostReply(fbb, call_id, bytes, error.empty() ? 0 : fbb.CreateString(error)).Union();
+      break;
+    default: break;
+  }
+  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, type, body));
+}
+
+std::string_view bytes_of(const flatbuffers::Vector<std::uint8_t>* v) {
+  return v ? std::string_view(reinterpret_cast<const char*>(v->data()), v->size()) : std::string_view();
+}
+
+}  // namespace
+
+Worker::Worker(asio::io_context& io, std::string name, std::shared_ptr<Scope> scope, uid_t owner, ExecSpec spec,
+               std::chrono::milliseconds idle_timeout, std::uint32_t max_frame, std::function<void()> on_stopped)
+    : io_(io), name_(std::move(name)), scope_(std::move(scope)), owner_(owner), spec_(std::move(spec)),
+      idle_timeout_(idle_timeout), max_frame_(max_frame), on_stopped_(std::move(on_stopped)), deadline_(io),
+      idle_(io) {}
+
+Worker::~Worker() { kill_process(); }
+
+const char* Worker::state_name() const {
+  switch (state_) {
+    case State::idle: return "idle";
+    case State::busy: return "busy";
+    case State::state_lost: return "state_lost";
+    case State::stopped: return "stopped";
+  }
+  return "?";
+}
+
+Status Worker::start() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return Status::from_errno("socketpair", errno);
+  UniqueFd mine(sv[0]);
+  ExecSpec spec = spec_;
+  spec.extra_fd = sv[1];  // the execution owns it now, and closes it once the worker is spawned
+  spec.env.emplace_back("CORRAL_WORKER_FD", "3");
+  spec.timeout = std::chrono::milliseconds(0);
+  spec.unlimited_output = true;
+  spec.retain_output = false;
+  const std::uint64_t gen = ++generation_;
+  std::weak_ptr<Worker> weak = weak_from_this();
+  auto sink = [weak](StreamId, std::string_view data) {
+    if (auto w = weak.lock()) w->append_log(data);
+  };
+  auto done = [weak, gen](Result r) {
+    auto w = weak.lock();
+    if (!w || gen != w->generation_ || w->state_ == State::stopped || w->state_ == State::state_lost) return;
+    std::string how = r.status == ExitStatus::setup_error ? "could not start: " + r.message
+                      : r.exit_code                         ? "exited with status " + std::to_string(*r.exit_code)
+                                                            : "was killed by signal " + std::to_string(r.signal);
+    w->poison(ErrorCode::state_lost, "the worker " + how);
+  };
+  exec_ = Execution::start(io_, std::move(spec), sink, done);
+  socket_ = std::make_unique<asio::local::stream_protocol::socket>(io_);
+  socket_->assign(asio::local::stream_protocol(), mine.release());
+  out_.clear();
+  writing_ = false;
+  state_ = State::idle;
+  lost_reason_.clear();
+  if (!scope_hook_) {
+    scope_hook_ = scope_->attach([weak] {
+      if (auto w = weak.lock()) w->stop(/*force=*/true);
+    });
+  }
+  asio::co_spawn(io_, read_frames(), asio::detached);
+  arm_idle();
+  return {};
+}
+
+void Worker::kill_process() {
+  exec_.terminate();
+  if (socket_) {
+    std::error_code ignored;
+    socket_->close(ignored);
+  }
+}
+
+asio::awaitable<void> Worker::read_frames() {
+  auto self = shared_from_this();
+  const std::uint64_t gen = generation_;
+  auto* socket = socket_.get();
+  std::array<std::uint8_t, proto::kHeaderBytes> header;
+  std::vector<std::uint8_t> payload;
+  for (;;) {
+    auto [ec, n] = co_await asio::async_read(*socket, asio::buffer(header), use_tuple);
+    if (ec) break;
+    const std::uint32_t len = proto::read_length(header.data());
+    if (len > max_frame_) {
+      if (gen == generation_) poison(ErrorCode::state_lost, "protocol violation: the worker sent a frame of " + std::to_string(len) + " bytes");
+      co_return;
+    }
+    payload.resize(len);
+    auto [ec2, n2] = co_await asio::async_read(*socket, asio::buffer(payload), use_tuple);
+    if (ec2) break;
+    if (gen != generation_) co_return;
+    proto::DecodeError err;
+    const proto::Message* msg = proto::verify_payload(payload, max_frame_, err);
+    if (!msg) {
+      poison(ErrorCode::state_lost, "protocol violation: " + err.message);
+      co_return;
+    }
+    on_frame(*msg);
+  }
+  // EOF: the worker closed its channel or died; its exit is reported by the engine.
+  if (gen == generation_ && state_ != State::stopped && state_ != State::state_lost && current_)
+    poison(ErrorCode::state_lost, "the worker closed its channel mid-evaluation");
+}
+
+void Worker::on_frame(const proto::Message& msg) {
+  const std::uint64_t number = current_ ? current_->number : 0;
+  if (msg.request_id() == number && number != 0) {
+    if (const proto::EvalReply* r = msg.body_as_EvalReply()) return finish(std::string(bytes_of(r->data())));
+    if (const proto::HostCall* call = msg.body_as_HostCall()) {
+      Current& c = *current_;
+      const std::uint64_t call_id = call->call_id();
+      if (c.pending_calls.count(call_id)) {
+        return poison(ErrorCode::state_lost, "protocol violation: host call id " + std::to_string(call_id) + " reused");
+      }
+      if (!c.req.serve_host_calls) {
+        send_to_worker(bytes_frame(number, proto::Body::HostReply, {}, call_id,
+                                   "no host channel: the evaluating client serves no host calls"));
+        return;
+      }
+      // The evaluation's channel: relay the call to its client, under the client's request id.
+      c.pending_calls.insert(call_id);
+      ++c.host_calls;
+      c.req.send(bytes_frame(c.req.request_id, proto::Body::HostCall, bytes_of(call->data()), call_id));
+      return;
+    }
+  }
+  poison(ErrorCode::state_lost, std::string("protocol violation: unexpected ") + proto::body_name(msg.body_type()) +
+                                    " for evaluation " + std::to_string(msg.request_id()));
+}
+
+void Worker::send_to_worker(proto::Frame frame) {
+  out_.push_back(std::move(frame));
+  write_next();
+}
+
+void Worker::write_next() {
+  if (writing_ || out_.empty() || !socket_) return;
+  writing_ = true;
+  const std::uint64_t gen = generation_;
+  asio::async_write(*socket_, asio::buffer(out_.front()), [self = shared_from_this(), gen](std::error_code ec, std::size_t) {
+    if (gen != self->generation_) return;
+    self->writing_ = false;
+    if (!self->out_.empty()) self->out_.pop_front();
+    if (ec) return;  // the reader or the exit handler reports the broken worker
+    self->write_next();
+  });
+}
+
+void Worker::evaluate(EvalRequest req, bool reset) {
+  if (state_ == State::stopped) {
+    req.send(proto::make_error(req.request_id, ErrorCode::not_found, "worker " + name_ + " is stopped"));
+    return;
+  }
+  if (reset) {
+    // Whatever the old worker was doing is lost, never retried.
+    if (current_) poison(ErrorCode::cancelled, "the worker was reset");
+    kill_process();
+    if (Status st = start(); !st.ok()) {
+      req.send(proto::make_error(req.request_id, ErrorCode::internal, "cannot restart worker " + name_ + ": " + st.message()));
+      return;
+    }
+    spdlog::info("worker {} in scope {} reset", name_, scope_->id());
+  }
+  if (state_ == State::state_lost) {
+    req.send(proto::make_error(req.request_id, ErrorCode::state_lost,
+                               "worker " + name_ + " lost its state (" + lost_reason_ +
+                                   "); evaluate with --reset to start a fresh one"));
+    return;
+  }
+  if (req.data.size() > kMaxWorkerRequest) {
+    req.send(proto::make_error(req.request_id, ErrorCode::invalid_request,
+                               "request of " + std::to_string(req.data.size()) + " bytes is over the " +
+                                   std::to_string(kMaxWorkerRequest) + "-byte limit"));
+    return;
+  }
+  idle_.cancel();
+  queue_.push_back(std::move(req));
+  next();
+}
+
+void Worker::next() {
+  if (current_ || state_ != State::idle) return;
+  if (queue_.empty()) return arm_idle();
+  current_.emplace();
+  current_->req = std::move(queue_.front());
+  queue_.pop_front();
+  current_->number = next_number_++;
+  state_ = State::busy;
+  deadline_.expires_after(current_->req.timeout);
+  const std::uint64_t number = current_->number;
+  deadline_.async_wait([weak = weak_from_this(), number](std::error_code ec) {
+    auto w = weak.lock();
+    if (ec || !w || !w->current_ || w->current_->number != number) return;
+    w->poison(ErrorCode::eval_timeout, "the evaluation passed its " + std::to_string(w->current_->req.timeout.count()) +
+                                           "ms deadline and the worker was killed");
+  });
+  send_to_worker(bytes_frame(number, proto::Body::Evaluate, current_->req.data));
+}
+
+void Worker::finish(std::string reply) {
+  deadline_.cancel();
+  Current c = std::move(*current_);
+  current_.reset();
+  ++evaluations_;
+  state_ = State::idle;
+  flatbuffers::FlatBufferBuilder fbb(reply.size() + 64);
+  auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(reply.data()), reply.size());
+  auto body = proto::CreateWorkerEvalResult(fbb, data, c.host_calls);
+  c.req.send(proto::finish_frame(fbb, proto::CreateMessage(fbb, c.req.request_id, proto::Body::WorkerEvalResult, body.Union())));
+  // The channel is closed now: replies still pending for it are refused when they come.
+  next();
+}
+
+void Worker::poison(ErrorCode code, const std::string& reason) {
+  if (state_ == State::stopped) return;
+  spdlog::warn("worker {} in scope {}: {}; state lost", name_, scope_->id(), reason);
+  deadline_.cancel();
+  state_ = State::state_lost;
+  lost_reason_ = reason;
+  ++generation_;  // whatever the old process still sends is ignored
+  kill_process();
+  if (current_) {
+    Current c = std::move(*current_);
+    current_.reset();
+    c.req.send(proto::make_error(c.req.request_id, code,
+                                 reason + "; the worker's state is lost and the request was not retried; "
+                                          "evaluate with --reset to start a fresh worker"));
+  }
+  fail_queue(ErrorCode::state_lost, "worker " + name_ + " lost its state (" + reason + "); evaluate with --reset");
+}
+
+void Worker::fail_queue(ErrorCode code, const std::string& message) {
+  auto queued = std::move(queue_);
+  queue_.clear();
+  for (auto& q : queued) q.send(proto::make_error(q.request_id, code, message));
+}
+
+bool Worker::host_reply(const void* client, std::uint64_t request_id, std::uint64_t call_id, std::string data,
+                        std::string error) {
+  if (!current_ || current_->req.client != client || current_->req.request_id != request_id) return false;
+  if (!current_->pending_calls.erase(call_id)) return false;
+  send_to_worker(bytes_frame(current_->number, proto::Body::HostReply, data, call_id, error));
+  return true;
+}
+
+bool Worker::cancel(const void* client, std::uint64_t request_id) {
+  if (current_ && current_->req.client == client && current_->req.request_id == request_id) {
+    poison(ErrorCode::cancelled, "the evaluation was cancelled by its client and the worker was killed");
+    return true;
+  }
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if (it->client == client && it->request_id == request_id) {
+      it->send(proto::make_error(request_id, ErrorCode::cancelled, "the evaluation was cancelled before it started"));
+      queue_.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+void Worker::client_gone(const void* client) {
+  std::erase_if(queue_, [client](const EvalRequest& r) { return r.client == client; });
+  if (current_ && current_->req.client == client)
+    poison(ErrorCode::state_lost, "the evaluating client disconnected mid-evaluation");
+}
+
+void Worker::stop(bool force) {
+  if (state_ == State::stopped) return;
+  if (current_) {
+    current_->req.send(proto::make_error(current_->req.request_id, ErrorCode::cancelled, "worker " + name_ + " was stopped"));
+    current_.reset();
+  }
+  fail_queue(ErrorCode::cancelled, "worker " + name_ + " was stopped");
+  state_ = State::stopped;
+  deadline_.cancel();
+  idle_.cancel();
+  ++generation_;
+  if (force) exec_.terminate();
+  else exec_.stop();
+  if (socket_) {
+    std::error_code ignored;
+    socket_->close(ignored);  // EOF tells a well-behaved worker to exit
+  }
+  if (scope_hook_) scope_->detach(scope_hook_);
+  if (on_stopped_) {
+    auto f = std::move(on_stopped_);
+    on_stopped_ = nullptr;
+    f();
+  }
+}
+
+void Worker::arm_idle() {
+  idle_.expires_after(idle_timeout_);
+  idle_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    auto w = weak.lock();
+    if (ec || !w || w->current_ || !w->queue_.empty() || w->state_ == State::stopped) return;
+    spdlog::info("worker {} in scope {} idle for {}ms: stopping it", w->name_, w->scope_->id(), w->idle_timeout_.count());
+    w->stop(/*force=*/false);
+  });
+}
+
+void Worker::append_log(std::string_view data) {
+  logs_.append(data);
+  if (logs_.size() > kWorkerLogBytes) logs_.erase(0, logs_.size() - kWorkerLogBytes);
+}
+
+}  // namespace corral::supervisor

@@ -1,0 +1,128 @@
+// Workers: persistent runtimes inside the same isolation as commands, spoken to in frames on
+// a dedicated socketpair (DESIGN.md "Workers and channels").
+//
+// Evaluations on one worker are serialized. Each has a size limit and a deadline. A deadline,
+// a cancel, the evaluating client's disconnect, a crash or a protocol violation poisons the
+// worker: it is killed and marked "state lost", and every later evaluation fails saying so
+// until a reset. The interrupted request is never sent again.
+//
+// The host channel of an evaluation opens at its first HostCall and closes when the
+// evaluation ends; a HostReply for a closed channel is refused and never delivered later.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <asio/awaitable.hpp>
+#include <asio/io_context.hpp>
+#include <asio/local/stream_protocol.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "runtime/execution.h"
+#include "supervisor/scope.h"
+#include "worker_proto/codec.h"
+
+namespace corral::supervisor {
+
+inline constexpr std::size_t kMaxWorkerRequest = 1 << 20;       // bytes (DESIGN.md default)
+inline constexpr std::size_t kWorkerLogBytes = 256 << 10;       // the latest logs kept
+inline constexpr std::chrono::milliseconds kDefaultEvalTimeout{120'000};
+inline constexpr std::chrono::milliseconds kDefaultIdleTimeout{600'000};
+inline constexpr std::size_t kMaxWorkersPerScope = 16;
+
+// One evaluation as the worker sees its client.
+struct EvalRequest {
+  std::uint64_t request_id = 0;               // the client's id
+  std::string data;
+  std::chrono::milliseconds timeout = kDefaultEvalTimeout;
+  bool serve_host_calls = false;
+  const void* client = nullptr;               // identity of the connection
+  std::function<void(proto::Frame)> send;     // queues a frame to that client
+};
+
+class Worker : public std::enable_shared_from_this<Worker> {
+ public:
+  enum class State { idle, busy, state_lost, stopped };
+
+  // `spec` is the template every (re)start launches; `on_stopped` runs once when it stops for good.
+  Worker(asio::io_context& io, std::string name, std::shared_ptr<Scope> scope, uid_t owner, ExecSpec spec,
+         std::chrono::milliseconds idle_timeout, std::uint32_t max_frame, std::function<void()> on_stopped);
+  ~Worker();
+
+  Status start();
+  void evaluate(EvalRequest req, bool reset);
+  // A client's HostReply for its evaluation `request_id`; false if no such channel is open.
+  bool host_reply(const void* client, std::uint64_t request_id, std::uint64_t call_id, std::string data,
+                  std::string error);
+  // A client cancelled `request_id`, or went away (request_id 0: all of its evaluations).
+  // Returns true if that evaluation was on this worker.
+  bool cancel(const void* client, std::uint64_t request_id);
+  void client_gone(const void* client);
+  void stop(bool force);
+
+  const std::string& name() const { return name_; }
+  const std::shared_ptr<Scope>& scope() const { return scope_; }
+  uid_t owner() const { return owner_; }
+  State state() const { return state_; }
+  const char* state_name() const;
+  std::uint64_t evaluations() const { return evaluations_; }
+  const std::vector<std::string>& argv() const { return spec_.argv; }
+  pid_t pid() const { return exec_.pid(); }
+  const std::string& logs() const { return logs_; }
+
+ private:
+  struct Current {
+    EvalRequest req;
+    std::uint64_t number = 0;
+    std::set<std::uint64_t> pending_calls;
+    std::uint32_t host_calls = 0;
+  };
+  asio::awaitable<void> read_frames();
+  void send_to_worker(proto::Frame frame);
+  void write_next();
+  void next();
+  void finish(std::string reply);
+  void poison(proto::ErrorCode code, const std::string& reason);
+  void fail_queue(proto::ErrorCode code, const std::string& message);
+  void on_frame(const proto::Message& msg);
+  void arm_idle();
+  void append_log(std::string_view data);
+  void kill_process();
+
+  asio::io_context& io_;
+  std::string name_;
+  std::shared_ptr<Scope> scope_;
+  uid_t owner_;
+  ExecSpec spec_;
+  std::chrono::milliseconds idle_timeout_;
+  std::uint32_t max_frame_;
+  std::function<void()> on_stopped_;
+  std::uint64_t scope_hook_ = 0;
+
+  Execution exec_;
+  std::unique_ptr<asio::local::stream_protocol::socket> socket_;
+  std::deque<proto::Frame> out_;
+  bool writing_ = false;
+  std::uint64_t generation_ = 0;  // bumps on every (re)start; stale callbacks check it
+
+  State state_ = State::idle;
+  std::string lost_reason_;
+  std::optional<Current> current_;
+  std::deque<EvalRequest> queue_;
+  std::uint64_t next_number_ = 1;
+  std::uint64_t evaluations_ = 0;
+  asio::steady_timer deadline_;
+  asio::steady_timer idle_;
+  std::string logs_;
+};
+
+}  // namespace corral::supervisor

@@ -1,0 +1,264 @@
+// Connection handlers for workers and their host channels.
+#include <sys/stat.h>
+
+#include <spdlog/spdlog.h>
+
+#include "supervisor/connection.h"
+#include "supervisor/exec_request.h"
+#include "supervisor/worker.h"
+#include "worker_proto/messages.h"
+
+#ifndef CORRAL_PYTHON_WORKER
+#define CORRAL_PYTHON_WORKER ""
+#endif
+#ifndef CORRAL_PYTHON_DIR
+#define CORRAL_PYTHON_DIR ""
+#endif
+
+namespace corral::supervisor {
+
+using proto::ErrorCode;
+
+namespace {
+
+std::string worker_key(const Scope& scope, const std::string& name) { return scope.id() + "/" + name; }
+
+bool valid_name(const std::string& n) {
+  if (n.empty() || n.size() > 64) return false;
+  for (char c : n)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
+  return true;
+}
+
+bool beneath(const std::string& path, const std::string& root) {
+  return path == root || path.rfind(root == "/" ? root : root + "/", 0) == 0;
+}
+
+// A worker runs a trusted program: an absolute path to a regular, executable file that the
+// sandbox cannot have written (outside every writable root, not writable by anyone but root).
+Status check_executable(const std::string& path, const Policy& policy, const std::string& temp_dir) {
+  if (path.empty() || path[0] != '/') return Status::invalid("the worker program must be an absolute path, got '" + path + "'");
+  std::unique_ptr<char, decltype(&free)> real(::realpath(path.c_str(), nullptr), &free);
+  if (!real) return Status::from_errno("path", errno, "worker program '" + path + "'");
+  struct stat st {};
+  if (::stat(real.get(), &st) < 0) return Status::from_errno("path", errno, path);
+  if (!S_ISREG(st.st_mode)) return Status::invalid("worker program '" + path + "' is not a regular file");
+  if (!(st.st_mode & 0111)) return Status::invalid("worker program '" + path + "' is not executable");
+  if (st.st_mode & 0022) return Status::invalid("worker program '" + path + "' is writable by group or others");
+  std::vector<std::string> writable = {temp_dir};
+  if (policy.mode != Mode::read_only)
+    for (const auto& w : policy.workspaces) writable.push_back(w);
+  for (const auto& b : policy.binds)
+    if (b.writable) writable.push_back(b.source);
+  for (const auto& root : writable)
+    if (beneath(real.get(), root))
+      return Status::invalid("worker program '" + path + "' lies inside the writable root " + root + "; it must be trusted");
+  return {};
+}
+
+}  // namespace
+
+std::shared_ptr<Worker> Connection::find_worker(std::uint64_t id, const flatbuffers::String* scope_name,
+                                                const flatbuffers::String* name) {
+  const bool named = scope_name && scope_name->size() > 0;
+  auto scope = named ? scope_for(id, scope_name, nullptr) : ctx_.scopes->default_for(peer_.uid);
+  if (!scope) return nullptr;
+  auto it = ctx_.workers.find(worker_key(*scope, proto::str(name)));
+  if (it == ctx_.workers.end()) {
+    send_error(id, ErrorCode::not_found, "no worker '" + proto::str(name) + "' in scope " + scope->id());
+    return nullptr;
+  }
+  return it->second;
+}
+
+void Connection::on_worker_start(const proto::Message& msg) {
+  const std::uint64_t id = msg.request_id();
+  const proto::WorkerStart& req = *msg.body_as_WorkerStart();
+  const bool named = req.scope() && req.scope()->size() > 0;
+  auto scope = named ? scope_for(id, req.scope(), nullptr) : ctx_.scopes->default_for(peer_.uid);
+  if (!scope) return;
+  const std::string name = proto::str(req.name());
+  if (!valid_name(name)) {
+    send_error(id, ErrorCode::invalid_request, "worker name must be 1-64 of [A-Za-z0-9._-], got '" + name + "'");
+    return;
+  }
+  const std::string key = worker_key(*scope, name);
+  if (ctx_.workers.count(key)) {
+    send_error(id, ErrorCode::invalid_request, "scope " + scope->id() + " already has a worker named '" + name + "'");
+    return;
+  }
+  if (scope->worker_count >= kMaxWorkersPerScope) {
+    send_error(id, ErrorCode::too_many_requests, "scope " + scope->id() + " already has " +
+                                                     std::to_string(scope->worker_count) + " workers (the limit is " +
+                                                     std::to_string(kMaxWorkersPerScope) + ")");
+    return;
+  }
+  // The worker's spec: an ExecRequest's policy rules, with the worker's own fields.
+  flatbuffers::FlatBufferBuilder fbb(512);
+  std::vector<std::string> argv;
+  if (req.python()) {
+    if (std::string(CORRAL_PYTHON_WORKER).empty()) {
+      send_error(id, ErrorCode::unsupported, "this build has no Python worker");
+      return;
+    }
+    argv = {"/usr/bin/python3", "-I", "-B", "-u", CORRAL_PYTHON_WORKER, CORRAL_PYTHON_DIR};
+  } else if (req.argv()) {
+    for (const auto* a : *req.argv()) argv.push_back(a ? a->str() : std::string());
+  }
+  if (argv.empty()) {
+    send_error(id, ErrorCode::invalid_request, "no worker program: give argv (an absolute path first) or python");
+    return;
+  }
+  std::vector<flatbuffers::Offset<proto::EnvVar>> env;
+  if (req.env())
+    for (const auto* e : *req.env())
+      if (e) env.push_back(proto::CreateEnvVar(fbb, fbb.CreateString(proto::str(e->name())), fbb.CreateString(proto::str(e->value()))));
+  std::vector<std::string> workspaces;
+  if (req.workspaces())
+    for (const auto* w : *req.workspaces()) workspaces.push_back(w ? w->str() : std::string());
+  auto argv_off = fbb.CreateVectorOfStrings(argv);
+  auto env_off = fbb.CreateVector(env);
+  auto ws_off = fbb.CreateVectorOfStrings(workspaces);
+  proto::ExecRequestBuilder b(fbb);
+  b.add_argv(argv_off);
+  b.add_env(env_off);
+  b.add_workspaces(ws_off);
+  b.add_mode(req.mode());
+  b.add_network(req.network());
+  b.add_memory_bytes(req.memory_bytes());
+  b.add_pids(req.pids());
+  b.add_cpus(req.cpus());
+  fbb.Finish(b.Finish());
+  auto spec = to_spec(*flatbuffers::GetRoot<proto::ExecRequest>(fbb.GetBufferPointer()), ctx_.options, scope->defaults);
+  if (!spec.ok()) {
+    send_error(id, ErrorCode::invalid_request, spec.status().message());
+    return;
+  }
+  if (Status st = ctx_.host->check(*spec->policy); !st.ok()) {
+    send_error(id, ErrorCode::unsupported, st.message());
+    return;
+  }
+  auto temp = scope->temp_dir();
+  if (!temp.ok()) {
+    send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
+    return;
+  }
+  if (Status st = check_executable(argv[0], *spec->policy, *temp); !st.ok()) {
+    send_error(id, ErrorCode::invalid_request, st.message());
+    return;
+  }
+  spec->temp_dir = *temp;
+  spec->host = ctx_.host.get();
+  spec->cgroup_name = "worker-" + std::to_string(++ctx_.launches);
+  const auto idle = req.idle_timeout_ms() ? std::chrono::milliseconds(req.idle_timeout_ms()) : kDefaultIdleTimeout;
+  Context* ctx = &ctx_;
+  std::weak_ptr<Scope> weak_scope = scope;
+  auto worker = std::make_shared<Worker>(io_, name, scope, peer_.uid, std::move(spec).value(), idle,
+                                         ctx_.options.max_frame, [ctx, key, weak_scope] {
+                                           ctx->workers.erase(key);
+                                           if (auto s = weak_scope.lock()) --s->worker_count;
+                                         });
+  if (Status st = worker->start(); !st.ok()) {
+    send_error(id, ErrorCode::internal, "cannot start worker: " + st.message());
+    return;
+  }
+  ctx_.workers[key] = worker;
+  ++scope->worker_count;
+  spdlog::info("worker start peer_uid={} peer_pid={} scope={} name={} argv0=\"{}\"", peer_.uid, peer_.pid, scope->id(),
+               name, argv[0]);
+  flatbuffers::FlatBufferBuilder out(128);
+  auto body = proto::CreateWorkerStarted(out, out.CreateString(name), out.CreateString(scope->id()));
+  queue(proto::finish_frame(out, proto::CreateMessage(out, id, proto::Body::WorkerStarted, body.Union())));
+}
+
+void Connection::on_worker_eval(const proto::Message& msg) {
+  const std::uint64_t id = msg.request_id();
+  const proto::WorkerEval& req = *msg.body_as_WorkerEval();
+  if (id == 0) {
+    send_error(0, ErrorCode::invalid_request, "request_id 0 is reserved for connection-level errors");
+    return;
+  }
+  if (evals_.count(id) || running_.count(id)) {
+    send_error(id, ErrorCode::duplicate_request_id,
+               "request id " + std::to_string(id) + " is already in flight; the running request is unaffected");
+    return;
+  }
+  auto worker = find_worker(id, req.scope(), req.name());
+  if (!worker) return;
+  EvalRequest e;
+  e.request_id = id;
+  if (req.request()) e.data.assign(reinterpret_cast<const char*>(req.request()->data()), req.request()->size());
+  if (req.timeout_ms()) {
+    if (req.timeout_ms() > static_cast<std::uint64_t>(ctx_.options.max_timeout.count())) {
+      send_error(id, ErrorCode::invalid_request, "evaluation timeout is over the maximum (serve --max-timeout)");
+      return;
+    }
+    e.timeout = std::chrono::milliseconds(req.timeout_ms());
+  }
+  e.serve_host_calls = req.serve_host_calls();
+  e.client = this;
+  std::weak_ptr<Connection> weak = shared_from_this();
+  e.send = [weak, id](proto::Frame frame) {
+    auto c = weak.lock();
+    if (!c) return;
+    // Anything but a relayed HostCall is the evaluation's final reply.
+    const auto* m = proto::GetMessage(frame.data() + proto::kHeaderBytes);
+    if (m->body_type() != proto::Body::HostCall) c->evals_.erase(id);
+    c->queue(std::move(frame));
+  };
+  evals_[id] = worker;
+  worker->evaluate(std::move(e), req.reset());
+}
+
+void Connection::on_host_reply(const proto::Message& msg) {
+  const std::uint64_t id = msg.request_id();
+  const proto::HostReply& r = *msg.body_as_HostReply();
+  auto it = evals_.find(id);
+  auto worker = it == evals_.end() ? nullptr : it->second.lock();
+  std::string data;
+  if (r.data()) data.assign(reinterpret_cast<const char*>(r.data()->data()), r.data()->size());
+  if (!worker || !worker->host_reply(this, id, r.call_id(), std::move(data), proto::str(r.error())))
+    send_error(id, ErrorCode::channel_closed,
+               "no open host channel for request " + std::to_string(id) + " call " + std::to_string(r.call_id()) +
+                   " (its evaluation has ended); the reply was not delivered");
+}
+
+void Connection::on_worker_stop(const proto::Message& msg) {
+  const proto::WorkerStop& req = *msg.body_as_WorkerStop();
+  auto worker = find_worker(msg.request_id(), req.scope(), req.name());
+  if (!worker) return;
+  worker->stop(req.force());
+  flatbuffers::FlatBufferBuilder fbb(64);
+  queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::Ack, proto::CreateAck(fbb).Union())));
+}
+
+void Connection::on_worker_list(const proto::Message& msg) {
+  const std::string only = proto::str(msg.body_as_WorkerListRequest()->scope());
+  flatbuffers::FlatBufferBuilder fbb(512);
+  std::vector<flatbuffers::Offset<proto::WorkerInfo>> infos;
+  for (const auto& [key, w] : ctx_.workers) {
+    if (!w->scope()->permits(peer_.uid) || w->owner() != peer_.uid) {
+      if (peer_.uid != 0) continue;
+    }
+    if (!only.empty() && w->scope()->id() != only) continue;
+    infos.push_back(proto::CreateWorkerInfo(fbb, fbb.CreateString(w->name()), fbb.CreateString(w->scope()->id()),
+                                            fbb.CreateString(w->state_name()), w->evaluations(),
+                                            fbb.CreateVectorOfStrings(w->argv()),
+                                            static_cast<std::uint32_t>(std::max(0, static_cast<int>(w->pid())))));
+  }
+  auto body = proto::CreateWorkerList(fbb, fbb.CreateVector(infos));
+  queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::WorkerList, body.Union())));
+}
+
+void Connection::on_worker_logs(const proto::Message& msg) {
+  const proto::WorkerLogsRequest& req = *msg.body_as_WorkerLogsRequest();
+  auto worker = find_worker(msg.request_id(), req.scope(), req.name());
+  if (!worker) return;
+  const std::string& logs = worker->logs();
+  flatbuffers::FlatBufferBuilder fbb(logs.size() + 64);
+  auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(logs.data()), logs.size());
+  auto body = proto::CreateWorkerLogs(fbb, data);
+  queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::WorkerLogs, body.Union())));
+}
+
+}  // namespace corral::supervisor

@@ -1,0 +1,758 @@
+// The escape suite: a real `corral serve` (as root, as in CI) and sandboxed attempts to get out,
+// each made by the test helper (tests/helper.cc), which prints one stable line per attempt (`ok`
+// or `errno=NAME`), so every outcome is asserted exactly, per mode where the modes differ.
+// DESIGN.md "Trust model", "Isolation layers" and "Policy by mode" are what is checked.
+//
+// The files attacked live OUTSIDE /tmp (the sandbox replaces /tmp with the scope's temp dir, so
+// anything under /tmp would be out of reach for that reason alone):
+//   /var/tmp/corral-escape-XXXXXX/ws        the workspace (root-owned, 0755)
+//   /var/tmp/corral-escape-XXXXXX/outside   not a root; mode 0777, so that the sandbox uid
+//                                           (nobody) could write it if unconfined; holds
+//                                           "file" (0666, "original")
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <map>
+
+#include "tests/test_util.h"
+#include "worker_proto/messages.h"
+
+// Failed CHECKs on lists of answers show them.
+namespace doctest {
+template <>
+struct StringMaker<std::vector<std::string>> {
+  static String convert(const std::vector<std::string>& v) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? " | " : "") + v[i];
+    return (out + "]").c_str();
+  }
+};
+}  // namespace doctest
+
+using namespace corral;
+using namespace corral::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::vector<std::string> kModes = {"read-only", "workspace-write", "danger-full-access"};
+const std::string kOriginal = "original";
+
+std::string make_dir_under(const std::string& parent, const std::string& prefix) {
+  std::string t = parent + "/" + prefix + "XXXXXX";
+  REQUIRE(::mkdtemp(t.data()) != nullptr);
+  return t;
+}
+
+void put(const std::string& path, const std::string& content, mode_t mode = 0644) {
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << content;
+  }
+  REQUIRE(::chmod(path.c_str(), mode) == 0);
+}
+
+bool path_exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+// The attacked tree (see the top of the file).
+struct Tree {
+  std::string base, ws, outside;
+  Tree() {
+    base = make_dir_under("/var/tmp", "corral-escape-");
+    REQUIRE(::chmod(base.c_str(), 0755) == 0);
+    ws = base + "/ws";
+    outside = base + "/outside";
+    REQUIRE(::mkdir(ws.c_str(), 0755) == 0);
+    REQUIRE(::mkdir(outside.c_str(), 0777) == 0);
+    REQUIRE(::chmod(outside.c_str(), 0777) == 0);  // past the umask
+    put(outside + "/file", kOriginal, 0666);
+  }
+  ~Tree() {
+    std::error_code ec;
+    std::filesystem::remove_all(base, ec);
+  }
+};
+
+// `corral serve` like test_util.h's Server, but with its socket and temp root in a directory
+// under `parent` (e.g. /var/tmp), so that the sandbox's /tmp replacement does not hide it and
+// the socket directory's mask is what must.
+class ServerAt {
+ public:
+  ServerAt(const std::string& parent, std::vector<std::string> extra_args = {}, std::vector<std::string> extra_env = {}) {
+    dir_ = make_dir_under(parent, "corral-escape-srv-");
+    REQUIRE(::chmod(dir_.c_str(), 0755) == 0);
+    socket_ = dir_ + "/sock/corral.sock";
+    std::vector<std::string> argv = {kCorral, "serve", "--socket", socket_, "--temp-root", dir_};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    pid_ = spawn_process(argv, dir_ + "/serve.out", dir_ + "/serve.log", extra_env);
+    REQUIRE(wait_until(
+        [&] {
+          std::string err;
+          return proto::Client::connect_raw(socket_, err) != nullptr || !running(pid_);
+        },
+        20s));
+    REQUIRE(running(pid_));
+  }
+  ~ServerAt() {
+    ::kill(pid_, SIGTERM);
+    wait_process(pid_, 30s);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  const std::string& socket() const { return socket_; }
+  std::string sock_dir() const { return dir_ + "/sock"; }
+  std::string log() const { return read_file(dir_ + "/serve.log"); }
+  pid_t pid() const { return pid_; }
+  std::unique_ptr<proto::Client> connect() {
+    std::string err;
+    return proto::Client::connect(socket_, err, "escape-test");
+  }
+
+ private:
+  std::string dir_, socket_;
+  pid_t pid_ = -1;
+};
+
+std::string chomp(std::string s) {
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+// Runs the helper in a sandbox: `corral exec OPTS -- helper ACTION...`; its one-line answer, or
+// a description of what went wrong instead (so a failed CHECK shows it).
+std::string attempt(const std::string& socket, std::vector<std::string> opts, const std::vector<std::string>& action) {
+  std::vector<std::string> args = {"exec"};
+  args.insert(args.end(), opts.begin(), opts.end());
+  args.push_back("--");
+  args.push_back(kHelper);
+  args.insert(args.end(), action.begin(), action.end());
+  CliRun r = cli(args, socket);
+  if (r.exit_code != 0) return "corral exec exit " + std::to_string(r.exit_code) + ": " + r.out + r.err;
+  return chomp(r.out);
+}
+
+// Several attempts in one sandbox (helper `batch`): one answer per attempt.
+std::vector<std::string> attempts(const std::string& socket, std::vector<std::string> opts,
+                                  const std::vector<std::string>& each) {
+  std::vector<std::string> action = {"batch"};
+  action.insert(action.end(), each.begin(), each.end());
+  std::string out = attempt(socket, std::move(opts), action);
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+// The raw value of "key": in a flat JSON object (a string without its quotes, or a number,
+// true/false/null); "<missing>" if absent.
+std::string json_field(const std::string& json, const std::string& key) {
+  const std::string k = "\"" + key + "\":";
+  auto at = json.find(k);
+  if (at == std::string::npos) return "<missing>";
+  at += k.size();
+  if (json[at] == '"') {
+    auto end = json.find('"', at + 1);
+    return json.substr(at + 1, end - at - 1);
+  }
+  auto end = json.find_first_of(",}]", at);
+  return json.substr(at, end - at);
+}
+long json_number(const std::string& json, const std::string& key) {
+  std::string v = json_field(json, key);
+  char* end = nullptr;
+  long n = std::strtol(v.c_str(), &end, 10);
+  return (v.empty() || *end) ? -1 : n;
+}
+
+// The CLI with `input` on its stdin (corral write reads it).
+CliRun cli_in(const std::vector<std::string>& args, const std::string& socket, const std::string& input) {
+  TempDir d;
+  put(d.path() + "/in", input);
+  std::vector<std::string> argv = {kCorral};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.begin() + 2, {"--socket", socket});
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, (d.path() + "/in").c_str(), O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, (d.path() + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, (d.path() + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> cargs;
+  for (auto& a : argv) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  pid_t pid = -1;
+  REQUIRE(::posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, cargs.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  int status = wait_process(pid);
+  CliRun r;
+  r.exit_code = (status >= 0 && WIFEXITED(status)) ? WEXITSTATUS(status) : -1;
+  r.out = read_file(d.path() + "/out");
+  r.err = read_file(d.path() + "/err");
+  return r;
+}
+
+// A TCP listener on the host's 127.0.0.1 that counts the connections it accepts.
+class Listener {
+ public:
+  Listener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd_, 16) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, 50) <= 0) continue;
+        int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) continue;
+        ++accepted_;
+        ::close(c);
+      }
+    });
+  }
+  ~Listener() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  int accepted() const { return accepted_; }
+
+ private:
+  int fd_ = -1, port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+std::string unique_marker(const std::string& what) {
+  static int n = 0;
+  return "corral-escape-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+}
+
+// Per-mode expectation: {read-only, workspace-write, danger-full-access}.
+struct ByMode {
+  std::string ro, ww, dfa;
+  const std::string& operator[](const std::string& mode) const {
+    return mode == "read-only" ? ro : mode == "workspace-write" ? ww : dfa;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("1. writes outside the writable roots: direct, symlink, /proc/self/root, hard link, rename") {
+  Server s;
+  Tree t;
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    const std::string o = t.outside + "/" + mode;  // names of files the attempts would create
+    REQUIRE(::symlink((o + "-via-link").c_str(), (t.ws + "/link-" + mode).c_str()) == 0);
+    put(t.ws + "/mine-" + mode, "mine");
+    const std::vector<std::string> opts = {"--mode", mode, "--workspace", t.ws};
+    struct Case {
+      std::vector<std::string> action;
+      ByMode expect;
+    };
+    // EROFS: the host tree is a read-only mount in read-only and workspace-write (Landlock is the
+    // second layer, never reached). The workspace is a separate (idmapped) mount, so link() and
+    // rename() across it are EXDEV; in read-only the workspace itself is read-only.
+    const std::vector<Case> cases = {
+        {{"write-file", o + "-direct"}, {"errno=EROFS", "errno=EROFS", "ok"}},
+        {{"write-file", t.ws + "/link-" + mode}, {"errno=EROFS", "errno=EROFS", "ok"}},
+        {{"write-file", "/proc/self/root" + o + "-via-proc"}, {"errno=EROFS", "errno=EROFS", "ok"}},
+        {{"write-file", t.ws + "/../outside/" + mode + "-dotdot"}, {"errno=EROFS", "errno=EROFS", "ok"}},
+        // init's root: reading /proc/1/root needs ptrace access to init.
+        {{"write-file", "/proc/1/root" + o + "-via-init"}, {"errno=EACCES", "errno=EACCES", "errno=EACCES"}},
+        {{"mkdir", o + "-dir"}, {"errno=EROFS", "errno=EROFS", "ok"}},
+        {{"write-file", "/var/tmp/" + mode + "-" + std::to_string(::getpid())}, {"errno=EROFS", "errno=EROFS", "ok"}},
+        {{"link", t.outside + "/file", t.ws + "/hard-" + mode}, {"errno=EROFS", "errno=EXDEV", "errno=EXDEV"}},
+        {{"rename", t.ws + "/mine-" + mode, o + "-renamed"}, {"errno=EROFS", "errno=EXDEV", "errno=EXDEV"}},
+        // Controls: the workspace and /tmp.
+        {{"write-file", t.ws + "/ok-" + mode}, {"errno=EROFS", "ok", "ok"}},
+        {{"write-file", "/tmp/ok"}, {"ok", "ok", "ok"}},
+    };
+    for (const auto& c : cases) {
+      CAPTURE(c.action);
+      CHECK(attempt(s.socket(), opts, c.action) == c.expect[mode]);
+    }
+    std::remove(("/var/tmp/" + mode + "-" + std::to_string(::getpid())).c_str());
+    // A hard link made anyway must not be a way to change the file outside.
+    if (path_exists(t.ws + "/hard-" + mode))
+      CHECK(attempt(s.socket(), opts, {"write-file", t.ws + "/hard-" + mode, "pwned"}) == "ok");
+    CHECK(read_file(t.outside + "/file") == kOriginal);
+    // What exists outside afterwards is exactly what the mode allowed.
+    const bool full = mode == "danger-full-access";
+    CHECK(path_exists(o + "-direct") == full);
+    CHECK(path_exists(o + "-via-link") == full);
+    CHECK(path_exists(o + "-via-proc") == full);
+    CHECK(path_exists(o + "-dotdot") == full);
+    CHECK(path_exists(o + "-dir") == full);
+    CHECK_FALSE(path_exists(o + "-via-init"));
+    CHECK_FALSE(path_exists(o + "-renamed"));
+    if (full) CHECK(read_file(o + "-direct") == "pwned");
+  }
+}
+
+TEST_CASE("1b. no setuid/setgid-root file can be planted in a root-owned workspace") {
+  // The workspace is root-owned, so it is idmapped for the sandbox uid: files the command
+  // creates there are root-owned on the host. With the set-id bits kept, any host user who runs
+  // one gets euid 0. Either the bits are refused (EPERM) or the host file must not be set-id root.
+  Server s;
+  Tree t;
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    const std::string p = t.ws + "/" + mode;
+    auto r = attempts(s.socket(), {"--mode", mode, "--workspace", t.ws},
+                      {"copy /usr/bin/id " + p + "-chmod", "chmod " + p + "-chmod 6755", "create-mode " + p + "-create 6755",
+                       "mkdir " + p + "-dir", "chmod " + p + "-dir 2777"});
+    CAPTURE(r);
+    REQUIRE(r.size() == 5);
+    if (mode == "read-only") {
+      // Nothing can be created at all; seccomp refuses the set-id modes before the mount is asked.
+      CHECK(r == std::vector<std::string>{"errno=EROFS", "errno=EPERM", "errno=EPERM", "errno=EROFS", "errno=EPERM"});
+      continue;
+    }
+    CHECK(r[0] == "ok");
+    // seccomp refuses every set-id mode: chmod 6755, open(O_CREAT, 06755), chmod 2777.
+    CHECK(r[1] == "errno=EPERM");
+    CHECK(r[2] == "errno=EPERM");
+    CHECK(r[3] == "ok");
+    CHECK(r[4] == "errno=EPERM");
+    for (const auto& f : {p + "-chmod", p + "-create", p + "-dir"}) {
+      struct stat st {};
+      if (::lstat(f.c_str(), &st) != 0) continue;
+      char host[96];
+      std::snprintf(host, sizeof host, "uid=%u gid=%u mode=%04o", st.st_uid, st.st_gid, st.st_mode & 07777);
+      CAPTURE(f);
+      CAPTURE(host);
+      CHECK_FALSE((st.st_uid == 0 && (st.st_mode & S_ISUID)));
+      CHECK_FALSE((st.st_gid == 0 && (st.st_mode & S_ISGID)));
+    }
+  }
+}
+
+TEST_CASE("2. a --protect path inside the workspace is read-only in every mode") {
+  Server s;
+  Tree t;
+  REQUIRE(::mkdir((t.ws + "/prot").c_str(), 0755) == 0);
+  put(t.ws + "/prot/f", "keep");
+  put(t.ws + "/protfile", "keepfile");
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    put(t.ws + "/src", "replacement");
+    const std::vector<std::string> opts = {"--mode", mode, "--workspace", t.ws, "--protect", t.ws + "/prot",
+                                           "--protect", t.ws + "/protfile"};
+    // Writes are EROFS (the protected path is a read-only bind of itself); replacing or removing
+    // the mount point is EBUSY where the workspace is writable, EROFS where it is not.
+    const std::string busy = mode == "read-only" ? "errno=EROFS" : "errno=EBUSY";
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"write-file", t.ws + "/prot/f"}, "errno=EROFS"},
+        {{"write-file", t.ws + "/prot/new"}, "errno=EROFS"},
+        {{"write-file", t.ws + "/protfile"}, "errno=EROFS"},
+        {{"write-file", "/proc/self/root" + t.ws + "/protfile"}, "errno=EROFS"},
+        {{"mkdir", t.ws + "/prot/d"}, "errno=EROFS"},
+        {{"rename", t.ws + "/src", t.ws + "/protfile"}, busy},
+        {{"rename", t.ws + "/prot", t.ws + "/prot2"}, busy},
+        {{"unlink", t.ws + "/protfile"}, busy},
+    };
+    for (const auto& [action, expect] : cases) {
+      CAPTURE(action);
+      CHECK(attempt(s.socket(), opts, action) == expect);
+    }
+    CHECK(read_file(t.ws + "/prot/f") == "keep");
+    CHECK(read_file(t.ws + "/protfile") == "keepfile");
+    CHECK_FALSE(path_exists(t.ws + "/prot/new"));
+    CHECK_FALSE(path_exists(t.ws + "/prot2"));
+  }
+}
+
+TEST_CASE("3. a --deny-read file and directory are unreadable in every mode") {
+  Server s;
+  Tree t;
+  put(t.ws + "/deny-file", "SECRET FILE");
+  REQUIRE(::mkdir((t.ws + "/deny-dir").c_str(), 0755) == 0);
+  put(t.ws + "/deny-dir/s", "SECRET IN DIR");
+  REQUIRE(::symlink((t.ws + "/deny-file").c_str(), (t.ws + "/to-deny").c_str()) == 0);
+  put(t.outside + "/deny-out", "SECRET OUTSIDE");
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    const std::vector<std::string> opts = {"--mode",      mode,           "--workspace", t.ws,
+                                           "--deny-read", t.ws + "/deny-file", "--deny-read", t.ws + "/deny-dir",
+                                           "--deny-read", t.outside + "/deny-out"};
+    // EACCES: covered by an empty mode-000 file or directory on a read-only tmpfs.
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"read-file", t.ws + "/deny-file"}, "errno=EACCES"},
+        {{"read-file", t.ws + "/to-deny"}, "errno=EACCES"},
+        {{"read-file", "/proc/self/root" + t.ws + "/deny-file"}, "errno=EACCES"},
+        {{"read-file", t.outside + "/deny-out"}, "errno=EACCES"},
+        {{"read-file", t.ws + "/deny-dir/s"}, "errno=EACCES"},
+        {{"list-dir", t.ws + "/deny-dir"}, "errno=EACCES"},
+        {{"stat", t.ws + "/deny-dir"}, "dir mode=0000 fs=tmpfs"},
+        {{"stat", t.ws + "/deny-file"}, "file mode=0000 fs=tmpfs"},
+        // Neither uncovered nor replaced.
+        {{"rename", t.ws + "/deny-file", t.ws + "/moved"}, mode == "read-only" ? "errno=EROFS" : "errno=EBUSY"},
+        {{"write-file", t.ws + "/deny-file"}, "errno=EROFS"},
+        // Control: the rest of the workspace is readable.
+        {{"read-file", t.outside + "/file"}, "ok " + kOriginal},
+    };
+    for (const auto& [action, expect] : cases) {
+      CAPTURE(action);
+      CHECK(attempt(s.socket(), opts, action) == expect);
+    }
+  }
+  CHECK(read_file(t.ws + "/deny-file") == "SECRET FILE");
+}
+
+TEST_CASE("4. /etc/shadow is unreadable; the command has no capabilities") {
+  REQUIRE(path_exists("/etc/shadow"));
+  Server s;
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    CHECK(attempt(s.socket(), {"--mode", mode}, {"read-file", "/etc/shadow"}) == "errno=EACCES");
+    CHECK(attempt(s.socket(), {"--mode", mode}, {"caps"}) ==
+          "CapInh=0000000000000000 CapPrm=0000000000000000 CapEff=0000000000000000 CapBnd=0000000000000000 "
+          "CapAmb=0000000000000000");
+  }
+}
+
+TEST_CASE("5, 6. network: no socket but AF_UNIX when denied; the host's loopback when allowed") {
+  Server s;
+  Listener l;
+  const std::string port = std::to_string(l.port());
+  int expected_accepts = 0;
+  for (const auto& mode : kModes) {
+    for (const std::string net : {"denied", "allowed"}) {
+      CAPTURE(mode);
+      CAPTURE(net);
+      const bool denied = net == "denied";
+      auto r = attempts(s.socket(), {"--mode", mode, "--net", net},
+                        {"socket inet", "socket inet6", "socket netlink", "socket packet", "socket unix",
+                         "tcp-connect 127.0.0.1 " + port});
+      const std::string no = "errno=EAFNOSUPPORT";
+      // AF_PACKET needs CAP_NET_RAW, which the command never has.
+      CHECK(r == std::vector<std::string>{denied ? no : "ok", denied ? no : "ok", denied ? no : "ok",
+                                          denied ? no : "errno=EPERM", "ok",
+                                          denied ? "socket errno=EAFNOSUPPORT" : "ok"});
+      if (!denied) ++expected_accepts;
+      CHECK(wait_until([&] { return l.accepted() == expected_accepts; }, 2s));
+    }
+  }
+  CHECK(l.accepted() == 3);
+}
+
+TEST_CASE("7. the supervisor's socket: out of reach in every mode (socket under /tmp)") {
+  Server s;  // socket under /tmp: hidden by the /tmp replacement
+  const std::string dir = std::filesystem::path(s.socket()).parent_path().string();
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    CHECK(attempts(s.socket(), {"--mode", mode}, {"unix-connect " + s.socket(), "list-dir " + dir}) ==
+          std::vector<std::string>{"errno=ENOENT", "errno=ENOENT"});
+  }
+}
+
+TEST_CASE("7. the supervisor's socket outside /tmp: its directory is masked in every mode") {
+  // --allow-uid for the sandbox uid opens the socket (0666) and its directory (0711) to it, so
+  // only the mask (an empty mode-000 tmpfs) stands between the command and the socket.
+  ServerAt s("/var/tmp", {"--allow-uid", "65534"});
+  REQUIRE(path_exists(s.socket()));
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    CHECK(attempts(s.socket(), {"--mode", mode},
+                   {"unix-connect " + s.socket(), "list-dir " + s.sock_dir(), "stat " + s.sock_dir(),
+                    "unix-connect /proc/self/root" + s.socket()}) ==
+          std::vector<std::string>{"errno=EACCES", "errno=EACCES", "dir mode=0000 fs=tmpfs", "errno=EACCES"});
+  }
+  // A bind that would show the socket directory at another path is refused.
+  auto r = cli({"exec", "--bind", s.sock_dir() + ":/tmp/sock", "--", kHelper, "exit", "0"}, s.socket());
+  CHECK(r.exit_code == 125);
+  CHECK(r.err.find("contains the supervisor's socket directory " + s.sock_dir()) != std::string::npos);
+}
+
+TEST_CASE("7. a sandboxed peer that reaches the socket anyway is refused (the second layer)") {
+  // The socket hard-linked into the workspace: the mask does not cover that path, so the peer
+  // check must refuse the connection. --allow-uid 65534 makes the uid check pass for the sandbox
+  // uid, as it always does for a non-root supervisor (whose commands run as its own uid), so the
+  // sandbox check is the only gate.
+  ServerAt s("/var/tmp", {"--allow-uid", "65534"});
+  Tree t;
+  const std::string link = t.ws + "/sock-link";
+  REQUIRE(::link(s.socket().c_str(), link.c_str()) == 0);
+  const std::string refused = "connected closed said: commands run by corral may not use its socket";
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    CHECK(attempt(s.socket(), {"--mode", mode, "--workspace", t.ws}, {"unix-connect", link}) == refused);
+  }
+  // The connecting process hands its connections to a child and exits at once: the supervisor
+  // must still know they come from a sandbox.
+  CHECK(attempt(s.socket(), {"--workspace", t.ws}, {"unix-connect-orphan", link, "20"}) == "open=0 of 640");
+
+  // What such a connection is worth: from a read-only, network-denied sandbox, ask the
+  // supervisor for a danger-full-access command with the network, writing outside.
+  proto::ExecArgs a;
+  a.argv = {kHelper, "write-file", t.outside + "/escaped", "escaped"};
+  a.mode = proto::Mode::danger_full_access;
+  a.network = proto::Network::allowed;
+  proto::Frame hello = proto::make_hello("escapee"), exec = proto::make_exec(1, a);
+  std::string frames(hello.begin(), hello.end());
+  frames.append(exec.begin(), exec.end());
+  put(t.ws + "/frames", frames);
+  std::string r = attempt(s.socket(), {"--mode", "read-only", "--workspace", t.ws},
+                          {"orphan-exec", link, "20", t.ws + "/frames"});
+  CAPTURE(r);
+  CHECK(r == "open=0 of 640");
+  CHECK_FALSE(path_exists(t.outside + "/escaped"));
+  if (path_exists(t.outside + "/escaped")) MESSAGE("escaped: " << read_file(t.outside + "/escaped"));
+}
+
+TEST_CASE("8. /proc shows only the sandbox; host processes cannot be signalled") {
+  Server s;
+  const std::string me = std::to_string(::getpid()), server = std::to_string(s.pid());
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    // init (PID 1) and the command itself.
+    CHECK(attempts(s.socket(), {"--mode", mode}, {"proc-count", "kill0 " + me, "kill0 " + server}) ==
+          std::vector<std::string>{"2", "errno=ESRCH", "errno=ESRCH"});
+  }
+}
+
+TEST_CASE("9. ptrace is refused") {
+  Server s;
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    CHECK(attempts(s.socket(), {"--mode", mode}, {"ptrace-traceme", "ptrace-attach-child", "ptrace-attach 1"}) ==
+          std::vector<std::string>{"errno=EPERM", "errno=EPERM", "errno=EPERM"});
+  }
+}
+
+TEST_CASE("10. the supervisor's environment cannot be read through /proc") {
+  const std::string secret = "corral-escape-secret-" + std::to_string(::getpid());
+  Server s({}, {"CORRAL_ESCAPE_SECRET=" + secret});
+  REQUIRE(read_file("/proc/" + std::to_string(s.pid()) + "/environ").find(secret) != std::string::npos);
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    // /proc/1 is the sandbox's init, a clone of the supervisor: its environ is the supervisor's,
+    // and reading it needs ptrace access to init, which the command does not have.
+    CHECK(attempts(s.socket(), {"--mode", mode},
+                   {"environ-has /proc/1/environ " + secret, "environ-scan " + secret,
+                    "environ-has /proc/self/environ " + secret, "read-file /proc/1/mem"}) ==
+          std::vector<std::string>{"errno=EACCES", "secret=absent", "ok secret=absent", "errno=EACCES"});
+  }
+}
+
+TEST_CASE("11. a fork bomb under --pids 16 ends, leaves nothing, and the supervisor still serves") {
+  Server s;
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    const std::string marker = unique_marker("bomb");
+    auto start = std::chrono::steady_clock::now();
+    auto r = cli({"exec", "--json", "--mode", mode, "--pids", "16", "--timeout", "20s", "--", kHelper, "fork-bomb",
+                  marker},
+                 s.socket());
+    auto took = std::chrono::steady_clock::now() - start;
+    CAPTURE(r.out);
+    CHECK(r.exit_code == 0);
+    CHECK(json_field(r.out, "status") == "exited");
+    CHECK(json_field(r.out, "stdout") == "fork errno=EAGAIN\\n");
+    CHECK(took < 10s);
+    CHECK(r.out.find("\"cgroup-pids\"") != std::string::npos);
+    CHECK(wait_until([&] { return processes_with(marker).empty(); }, 5s));
+    CHECK(attempt(s.socket(), {"--mode", mode}, {"write-file", "/tmp/after"}) == "ok");
+  }
+}
+
+TEST_CASE("12. past --memory 64M: memory_limit") {
+  Server s;
+  auto r = cli({"exec", "--json", "--memory", "64M", "--timeout", "20s", "--", kHelper, "alloc", "200"}, s.socket());
+  CAPTURE(r.out);
+  CHECK(r.exit_code == 137);
+  CHECK(json_field(r.out, "status") == "memory_limit");
+  CHECK(json_field(r.out, "stdout").empty());
+  CHECK(json_number(r.out, "memory_peak_kb") >= 60000);
+  CHECK(r.out.find("\"cgroup-memory\"") != std::string::npos);
+}
+
+TEST_CASE("13. past --cpu-time 500ms: cpu_limit, long before the timeout") {
+  Server s;
+  auto start = std::chrono::steady_clock::now();
+  auto r = cli({"exec", "--json", "--cpu-time", "500ms", "--timeout", "20s", "--", kHelper, "spin", "30"}, s.socket());
+  auto took = std::chrono::steady_clock::now() - start;
+  CAPTURE(r.out);
+  CHECK(r.exit_code == 137);
+  CHECK(json_field(r.out, "status") == "cpu_limit");
+  CHECK(json_field(r.out, "timed_out") == "false");
+  CHECK(json_number(r.out, "wall_ms") >= 500);
+  CHECK(json_number(r.out, "wall_ms") < 20000);
+  CHECK(took < 20s);
+  CHECK(json_number(r.out, "user_cpu_ms") + json_number(r.out, "sys_cpu_ms") >= 450);
+}
+
+TEST_CASE("14. past --max-file-size 1M: EFBIG, and the file stops at 1 MiB") {
+  Server s;
+  Tree t;
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    const std::string file = mode == "read-only" ? "/tmp/big" : t.ws + "/big-" + mode;
+    CHECK(attempt(s.socket(), {"--mode", mode, "--workspace", t.ws, "--max-file-size", "1M"},
+                  {"fill-file", file, "4000000"}) == "errno=EFBIG after=1048576");
+    if (mode != "read-only") CHECK(std::filesystem::file_size(file) == 1048576);
+  }
+}
+
+TEST_CASE("15. setsid + double fork + SIGTERM ignored, under --timeout 1s: timed_out, nothing left") {
+  Server s;
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    const std::string marker = "/tmp/" + unique_marker("escape") + ".pids";  // inside the sandbox's /tmp
+    auto start = std::chrono::steady_clock::now();
+    auto r = cli({"exec", "--json", "--mode", mode, "--timeout", "1s", "--grace", "200ms", "--", kHelper, "escape",
+                  marker},
+                 s.socket());
+    auto took = std::chrono::steady_clock::now() - start;
+    CAPTURE(r.out);
+    CHECK(r.exit_code == 124);
+    CHECK(json_field(r.out, "status") == "timed_out");
+    CHECK(json_field(r.out, "timed_out") == "true");
+    CHECK(took < 10s);
+    CHECK(wait_until([&] { return processes_with(marker).empty(); }, 5s));
+  }
+}
+
+TEST_CASE("16. file tools through the CLI: every refused path shape, and the working cases") {
+  Server s;
+  Tree t;
+  const std::string ws = t.ws;
+  REQUIRE(::symlink((t.outside + "/file").c_str(), (ws + "/esc").c_str()) == 0);
+  REQUIRE(::symlink("../outside/file", (ws + "/esc-rel").c_str()) == 0);
+  REQUIRE(::symlink((t.outside + "/created").c_str(), (ws + "/esc-new").c_str()) == 0);
+  REQUIRE(::symlink("/proc/self/root", (ws + "/procroot").c_str()) == 0);
+  REQUIRE(::link((t.outside + "/file").c_str(), (ws + "/hard").c_str()) == 0);
+  const std::string escapes = "escapes the root (symlink)";
+  struct Refusal {
+    std::string tool;  // read | write | ls
+    std::vector<std::string> extra;
+    std::string path, message;
+  };
+  const std::vector<Refusal> refusals = {
+      {"read", {}, ws + "/../outside/file", "'" + ws + "/../outside/file': '..' is not allowed"},
+      {"write", {}, ws + "/../outside/new", "'" + ws + "/../outside/new': '..' is not allowed"},
+      {"read", {}, "../x", "'../x': '..' is not allowed"},
+      {"ls", {}, ws + "/..", "'" + ws + "/..': '..' is not allowed"},
+      {"read", {}, t.outside + "/file", "'" + t.outside + "/file': not beneath any allowed root"},
+      {"write", {}, t.outside + "/new", "'" + t.outside + "/new': not beneath any allowed root"},
+      {"read", {}, "/etc/shadow", "'/etc/shadow': not beneath any allowed root"},
+      {"ls", {}, t.outside, "'" + t.outside + "': not beneath any allowed root"},
+      {"read", {}, "/proc/self/root/etc/passwd", "'/proc/self/root/etc/passwd': not beneath any allowed root"},
+      {"read", {}, ws + "/esc", "'" + ws + "/esc': " + escapes},
+      {"read", {}, ws + "/esc-rel", "'" + ws + "/esc-rel': " + escapes},
+      {"write", {}, ws + "/esc", "'" + ws + "/esc': " + escapes},
+      {"write", {}, ws + "/esc-new", "'" + ws + "/esc-new': " + escapes},
+      {"read", {}, ws + "/procroot/etc/passwd", "'" + ws + "/procroot/etc/passwd': " + escapes},
+      {"write", {}, ws + "/procroot" + t.outside + "/new", "'" + ws + "/procroot" + t.outside + "/new': " + escapes},
+      {"ls", {}, ws + "/procroot", "'" + ws + "/procroot': " + escapes},
+      {"write", {"--mode", "read-only"}, ws + "/ro.txt", "writes are refused in read-only mode"},
+  };
+  for (const auto& r : refusals) {
+    CAPTURE(r.tool);
+    CAPTURE(r.path);
+    std::vector<std::string> args = {r.tool, "--workspace", ws};
+    args.insert(args.end(), r.extra.begin(), r.extra.end());
+    args.push_back(r.path);
+    CliRun run = cli_in(args, s.socket(), "pwned");
+    CHECK(run.exit_code == 1);
+    CHECK(run.out.empty());
+    CHECK(run.err == "corral: " + r.message + "\n");
+  }
+  // Invalid UTF-8 needs --binary.
+  CliRun bad = cli_in({"write", "--workspace", ws, ws + "/bin"}, s.socket(), "ok\xff");
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.err == "corral: '" + ws + "/bin': data is not valid UTF-8 (byte offset 2); write it with --binary\n");
+  CHECK_FALSE(path_exists(ws + "/bin"));
+  // Usage errors.
+  CHECK(cli_in({"write", "--workspace", ws}, s.socket(), "x").exit_code == 2);
+  CHECK(cli_in({"read", "--mode", "bogus", ws + "/x"}, s.socket(), "").exit_code == 2);
+
+  // Nothing outside changed; the links are still links.
+  CHECK(read_file(t.outside + "/file") == kOriginal);
+  CHECK_FALSE(path_exists(t.outside + "/new"));
+  CHECK_FALSE(path_exists(t.outside + "/created"));
+  CHECK(std::filesystem::is_symlink(ws + "/esc"));
+
+  // The working cases.
+  CliRun w = cli_in({"write", "--workspace", ws, ws + "/hello.txt"}, s.socket(), "hello\n");
+  CHECK(w.exit_code == 0);
+  CHECK(w.err.empty());
+  CHECK(read_file(ws + "/hello.txt") == "hello\n");
+  CliRun rd = cli_in({"read", "--workspace", ws, ws + "/hello.txt"}, s.socket(), "");
+  CHECK(rd.exit_code == 0);
+  CHECK(rd.out == "hello\n");
+  CliRun ls = cli_in({"ls", "--json", "--workspace", ws, ws}, s.socket(), "");
+  CHECK(ls.exit_code == 0);
+  CHECK(ls.out.find("{\"name\":\"hello.txt\",\"type\":\"file\",\"size\":6,") != std::string::npos);
+  CHECK(cli_in({"write", "--binary", "--workspace", ws, ws + "/bin"}, s.socket(), "ok\xff").exit_code == 0);
+  CHECK(read_file(ws + "/bin") == "ok\xff");
+  // A hard link in the workspace to a file outside: the atomic write replaces the link, never
+  // the file outside.
+  CHECK(cli_in({"write", "--workspace", ws, ws + "/hard"}, s.socket(), "mine").exit_code == 0);
+  CHECK(read_file(ws + "/hard") == "mine");
+  CHECK(read_file(t.outside + "/file") == kOriginal);
+}
+
+TEST_CASE("17. status reports every layer available; a default exec enforces the base layers") {
+  Server s;
+  auto st = cli({"status", "--json"}, s.socket());
+  CHECK(st.exit_code == 0);
+  for (const char* layer : {"user-ns", "mount-ns", "pid-ns", "ipc-ns", "uts-ns", "net-ns", "landlock", "seccomp",
+                            "cgroup-memory", "cgroup-pids", "cgroup-cpu", "cgroup-cpu-time", "cgroup-kill",
+                            "mount-view", "idmapped-mounts"}) {
+    CAPTURE(layer);
+    CHECK(st.out.find("{\"name\":\"" + std::string(layer) + "\",\"available\":true,") != std::string::npos);
+  }
+  auto r = cli({"exec", "--json", "--", kHelper, "exit", "0"}, s.socket());
+  CHECK(r.exit_code == 0);
+  auto from = r.out.find("\"enforced\":[");
+  REQUIRE(from != std::string::npos);
+  const std::string enforced = r.out.substr(from, r.out.find(']', from) - from);
+  for (const char* layer : {"user-ns", "mount-ns", "pid-ns", "net-ns", "landlock", "seccomp", "mount-view"}) {
+    CAPTURE(layer);
+    CHECK(enforced.find("\"" + std::string(layer) + "\"") != std::string::npos);
+  }
+}
+
+TEST_CASE("extra: another scope's temp dir is out of reach when the temp root is outside /tmp") {
+  // Each connection is a scope with a private temp dir under the temp root; the sandbox uid owns
+  // them all. Under /tmp the sandbox's own /tmp hides them; elsewhere the mount view must.
+  ServerAt s("/var/tmp");
+  auto a = s.connect();
+  REQUIRE(a);
+  proto::ExecArgs args;
+  args.argv = {kHelper, "write-file", "/tmp/scope-secret", "SCOPE A SECRET"};
+  proto::ExecReply reply;
+  REQUIRE(a->exec(1, args, nullptr, reply));
+  REQUIRE(reply.result());
+  REQUIRE(reply.out == "ok\n");
+  const std::string temp_a = proto::str(reply.result()->temp_dir());
+  REQUIRE(read_file(temp_a + "/scope-secret") == "SCOPE A SECRET");
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    auto r = attempts(s.socket(), {"--mode", mode},
+                      {"read-file " + temp_a + "/scope-secret", "write-file " + temp_a + "/from-b"});
+    REQUIRE(r.size() == 2);
+    CAPTURE(r);
+    CHECK(r[0].rfind("errno=", 0) == 0);
+    CHECK(r[1].rfind("errno=", 0) == 0);
+  }
+  CHECK_FALSE(path_exists(temp_a + "/from-b"));
+}

@@ -1,0 +1,224 @@
+// corral worker start|eval|stop|list|logs.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <sstream>
+
+#include "runtime/units.h"
+#include "tools/commands.h"
+#include "tools/json_writer.h"
+#include "worker_proto/client.h"
+
+extern char** environ;
+
+namespace corral::cli {
+namespace {
+
+proto::Frame worker_frame(std::uint64_t id, const proto::Body type, const WorkerOptions& o,
+                          const std::function<flatbuffers::Offset<void>(flatbuffers::FlatBufferBuilder&)>& body) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  auto b = body(fbb);
+  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, type, b));
+  (void)o;
+}
+
+// Runs the --host-cmd with `input` on stdin; its stdout is the reply, a non-zero exit an error.
+bool run_host_cmd(const std::string& cmd, std::string_view input, std::string& output, std::string& error) {
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) < 0 || ::pipe2(out, O_CLOEXEC) < 0) return error = "pipe failed", false;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, "/bin/sh", &fa, nullptr, const_cast<char**>(argv), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(in[0]);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(in[1]);
+    ::close(out[0]);
+    return error = "cannot run --host-cmd", false;
+  }
+  // Small host calls: write all, then read all (a command that reads nothing still gets EOF).
+  write_all(in[1], input);
+  ::close(in[1]);
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(out[0], buf, sizeof buf)) > 0) output.append(buf, static_cast<std::size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    error = "--host-cmd failed (" + (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status)) : std::string("killed")) + ")";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int run_worker_start(const WorkerOptions& o) {
+  std::string error;
+  proto::Mode mode;
+  proto::Network net;
+  if (!parse_mode_arg(o.mode, mode, error) || !parse_net_arg(o.net, net, error)) return complain(kUsage, error);
+  if (o.python == !o.argv.empty())
+    return complain(kUsage, o.python ? "give --python or -- /ABS/PATH ARGS, not both"
+                                     : "no worker program: use --python or -- /ABS/PATH/RUNTIME ARGS...");
+  std::uint64_t memory = 0, idle = 0;
+  if (!o.memory.empty()) {
+    auto m = parse_size(o.memory);
+    if (!m.ok()) return complain(kUsage, "--memory: " + m.status().message());
+    memory = *m;
+  }
+  if (!o.idle_timeout.empty()) {
+    auto t = parse_duration(o.idle_timeout);
+    if (!t.ok() || t->count() <= 0) return complain(kUsage, "--idle-timeout must be a duration over 0");
+    idle = static_cast<std::uint64_t>(t->count());
+  }
+  std::vector<std::string> workspaces;
+  for (const auto& w : o.workspaces) workspaces.push_back(absolute(w));
+  auto frame = worker_frame(1, proto::Body::WorkerStart, o, [&](flatbuffers::FlatBufferBuilder& fbb) {
+    auto name = fbb.CreateString(o.name);
+    auto scope = fbb.CreateString(o.scope);
+    auto argv = fbb.CreateVectorOfStrings(o.argv);
+    auto ws = fbb.CreateVectorOfStrings(workspaces);
+    proto::WorkerStartBuilder b(fbb);
+    b.add_name(name);
+    b.add_scope(scope);
+    b.add_argv(argv);
+    b.add_workspaces(ws);
+    b.add_mode(mode);
+    b.add_network(net);
+    b.add_memory_bytes(memory);
+    b.add_idle_timeout_ms(idle);
+    b.add_python(o.python);
+    return b.Finish().Union();
+  });
+  proto::Received reply;
+  if (int rc = request(o.socket, frame, reply); rc != kOk) return rc;
+  const proto::WorkerStarted* s = reply.msg->body_as_WorkerStarted();
+  if (!s) return complain(kFailed, "unexpected reply to worker start");
+  std::cerr << "worker " << proto::str(s->name()) << " started in scope " << proto::str(s->scope()) << "\n";
+  std::cout << proto::str(s->name()) << std::endl;
+  return kOk;
+}
+
+int run_worker_eval(const WorkerOptions& o) {
+  std::string request = o.request;
+  if (!o.has_request) {
+    std::ostringstream ss;
+    ss << std::cin.rdbuf();
+    request = ss.str();
+  }
+  std::uint64_t timeout = 0;
+  if (!o.timeout.empty()) {
+    auto t = parse_duration(o.timeout);
+    if (!t.ok() || t->count() <= 0) return complain(kUsage, "--timeout must be a duration over 0");
+    timeout = static_cast<std::uint64_t>(t->count());
+  }
+  std::string error;
+  auto client = proto::Client::connect(o.socket, error, "corral-worker-eval");
+  if (!client) return complain(kFailed, error);
+  auto frame = worker_frame(1, proto::Body::WorkerEval, o, [&](flatbuffers::FlatBufferBuilder& fbb) {
+    auto name = fbb.CreateString(o.name);
+    auto scope = fbb.CreateString(o.scope);
+    auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(request.data()), request.size());
+    return proto::CreateWorkerEval(fbb, name, scope, data, timeout, o.reset, !o.host_cmd.empty()).Union();
+  });
+  if (!client->send(frame)) return complain(kFailed, client->error());
+  for (;;) {
+    proto::Received r;
+    if (!client->receive(r)) return complain(kFailed, client->error());
+    if (r.msg->request_id() != 1 && r.msg->request_id() != 0) continue;
+    if (const proto::HostCall* call = r.msg->body_as_HostCall()) {
+      std::string out, err;
+      std::string_view in;
+      if (call->data()) in = {reinterpret_cast<const char*>(call->data()->data()), call->data()->size()};
+      run_host_cmd(o.host_cmd, in, out, err);
+      flatbuffers::FlatBufferBuilder fbb(out.size() + 128);
+      auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(out.data()), out.size());
+      auto e = err.empty() ? 0 : fbb.CreateString(err);
+      auto body = proto::CreateHostReply(fbb, call->call_id(), data, e);
+      if (!client->send(proto::finish_frame(fbb, proto::CreateMessage(fbb, 1, proto::Body::HostReply, body.Union()))))
+        return complain(kFailed, client->error());
+      continue;
+    }
+    if (const proto::Error* e = r.msg->body_as_Error()) {
+      return complain(kFailed, proto::str(e->message()));
+    }
+    if (const proto::WorkerEvalResult* res = r.msg->body_as_WorkerEvalResult()) {
+      if (res->reply()) write_all(1, {reinterpret_cast<const char*>(res->reply()->data()), res->reply()->size()});
+      if (res->reply() && res->reply()->size() && res->reply()->data()[res->reply()->size() - 1] != '\n' && ::isatty(1))
+        write_all(1, "\n");
+      return kOk;
+    }
+  }
+}
+
+int run_worker_stop(const WorkerOptions& o) {
+  auto frame = worker_frame(1, proto::Body::WorkerStop, o, [&](flatbuffers::FlatBufferBuilder& fbb) {
+    auto name = fbb.CreateString(o.name);
+    auto scope = fbb.CreateString(o.scope);
+    return proto::CreateWorkerStop(fbb, name, scope, o.force).Union();
+  });
+  proto::Received reply;
+  return request(o.socket, frame, reply);
+}
+
+int run_worker_list(const WorkerOptions& o) {
+  auto frame = worker_frame(1, proto::Body::WorkerListRequest, o, [&](flatbuffers::FlatBufferBuilder& fbb) {
+    return proto::CreateWorkerListRequest(fbb, fbb.CreateString(o.scope)).Union();
+  });
+  proto::Received reply;
+  if (int rc = request(o.socket, frame, reply); rc != kOk) return rc;
+  const proto::WorkerList* list = reply.msg->body_as_WorkerList();
+  if (!list) return complain(kFailed, "unexpected reply to worker list");
+  JsonWriter j;
+  j.begin_array();
+  if (list->workers()) {
+    for (const auto* w : *list->workers()) {
+      std::string argv;
+      std::vector<std::string> args;
+      if (w->argv())
+        for (const auto* a : *w->argv()) {
+          args.push_back(a->str());
+          argv += (argv.empty() ? "" : " ") + a->str();
+        }
+      if (!o.json) {
+        std::cout << proto::str(w->name()) << "\tscope=" << proto::str(w->scope()) << "\tstate=" << proto::str(w->state())
+                  << "\tevaluations=" << w->evaluations() << "\t" << argv << "\n";
+        continue;
+      }
+      j.begin_object().field("name", proto::str(w->name())).field("scope", proto::str(w->scope()));
+      j.field("state", proto::str(w->state())).field("evaluations", w->evaluations());
+      j.begin_array("argv");
+      for (const auto& a : args) j.value(a);
+      j.end_array().end_object();
+    }
+  }
+  j.end_array();
+  if (o.json) std::cout << j.str() << "\n";
+  return kOk;
+}
+
+int run_worker_logs(const WorkerOptions& o) {
+  auto frame = worker_frame(1, proto::Body::WorkerLogsRequest, o, [&](flatbuffers::FlatBufferBuilder& fbb) {
+    auto name = fbb.CreateString(o.name);
+    auto scope = fbb.CreateString(o.scope);
+    return proto::CreateWorkerLogsRequest(fbb, name, scope).Union();
+  });
+  proto::Received reply;
+  if (int rc = request(o.socket, frame, reply); rc != kOk) return rc;
+  const proto::WorkerLogs* logs = reply.msg->body_as_WorkerLogs();
+  if (!logs) return complain(kFailed, "unexpected reply to worker logs");
+  if (logs->data()) write_all(1, {reinterpret_cast<const char*>(logs->data()->data()), logs->data()->size()});
+  return kOk;
+}
+
+}  // namespace corral::cli
