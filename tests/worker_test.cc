@@ -1,0 +1,214 @@
+// Workers and host channels, end to end through the real supervisor.
+#include <doctest/doctest.h>
+
+#include "tests/test_util.h"
+#include "worker_proto/messages.h"
+
+using namespace corral;
+using namespace corral::test;
+using namespace std::chrono_literals;
+using proto::Body;
+using proto::ErrorCode;
+
+namespace {
+
+const std::string kEcho = CORRAL_ECHO_WORKER;
+
+proto::Frame start_frame(const std::string& name, std::vector<std::string> argv, bool python = false,
+                         std::vector<std::string> workspaces = {}) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  auto n = fbb.CreateString(name);
+  auto a = fbb.CreateVectorOfStrings(argv);
+  auto w = fbb.CreateVectorOfStrings(workspaces);
+  proto::WorkerStartBuilder b(fbb);
+  b.add_name(n);
+  b.add_argv(a);
+  b.add_workspaces(w);
+  b.add_python(python);
+  return proto::finish_frame(fbb, proto::CreateMessage(fbb, 1, Body::WorkerStart, b.Finish().Union()));
+}
+
+proto::Frame eval_frame(std::uint64_t id, const std::string& name, const std::string& request, bool serve = false,
+                        bool reset = false, std::uint64_t timeout_ms = 0) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  auto n = fbb.CreateString(name);
+  auto d = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(request.data()), request.size());
+  auto body = proto::CreateWorkerEval(fbb, n, 0, d, timeout_ms, reset, serve);
+  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, Body::WorkerEval, body.Union()));
+}
+
+proto::Frame host_reply(std::uint64_t id, std::uint64_t call_id, const std::string& data) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  auto d = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(data.data()), data.size());
+  auto body = proto::CreateHostReply(fbb, call_id, d, 0);
+  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, Body::HostReply, body.Union()));
+}
+
+std::string bytes(const flatbuffers::Vector<std::uint8_t>* v) {
+  return v ? std::string(reinterpret_cast<const char*>(v->data()), v->size()) : std::string();
+}
+
+// Evaluates and returns the reply, or "error:<code>:<message>".
+std::string eval(proto::Client& c, std::uint64_t id, const std::string& name, const std::string& request,
+                 bool reset = false, std::uint64_t timeout_ms = 0) {
+  proto::Received r;
+  if (!c.call(id, eval_frame(id, name, request, false, reset, timeout_ms), r)) return "io:" + c.error();
+  if (const auto* e = r.msg->body_as_Error())
+    return std::string("error:") + proto::EnumNameErrorCode(e->code()) + ":" + proto::str(e->message());
+  return bytes(r.msg->body_as_WorkerEvalResult()->reply());
+}
+
+void start(proto::Client& c, const std::string& name, std::vector<std::string> argv, bool python = false,
+           std::vector<std::string> workspaces = {}) {
+  proto::Received r;
+  REQUIRE(c.call(1, start_frame(name, std::move(argv), python, std::move(workspaces)), r));
+  if (const auto* e = r.msg->body_as_Error()) FAIL("worker start failed: " << proto::str(e->message()));
+  REQUIRE(r.msg->body_as_WorkerStarted());
+}
+
+}  // namespace
+
+TEST_CASE("state is kept across evaluations; a crash poisons with no replay; reset recovers") {
+  Server s;
+  TempDir d;
+  auto c = s.connect();
+  REQUIRE(c);
+  start(*c, "w", {kEcho}, false, {d.path()});
+  CHECK(eval(*c, 2, "w", "count") == "1");
+  CHECK(eval(*c, 3, "w", "count") == "2");
+  CHECK(eval(*c, 4, "w", "echo") == "echo:echo");
+  // A side effect proves a request runs at most once, whatever happens around it.
+  const std::string marker = d.path() + "/ran";
+  CHECK(eval(*c, 5, "w", "side-effect:" + marker) == "done");
+  auto crashed = eval(*c, 6, "w", "crash");
+  CHECK(crashed.rfind("error:state_lost:", 0) == 0);
+  CHECK(crashed.find("not retried") != std::string::npos);
+  auto lost = eval(*c, 7, "w", "count");
+  CHECK(lost.rfind("error:state_lost:", 0) == 0);
+  CHECK(lost.find("--reset") != std::string::npos);
+  CHECK(eval(*c, 8, "w", "count", /*reset=*/true) == "1");  // a fresh worker: state starts over
+  std::this_thread::sleep_for(200ms);
+  const std::string ran = read_file(marker);
+  CHECK(std::count(ran.begin(), ran.end(), '\n') == 1);
+}
+
+TEST_CASE("a deadline poisons the worker and kills it; reset recovers") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  start(*c, "slow", {kEcho});
+  auto r = eval(*c, 2, "slow", "sleep:30", false, 300);
+  CHECK(r.rfind("error:eval_timeout:", 0) == 0);
+  CHECK(processes_with(kEcho).empty());
+  CHECK(eval(*c, 3, "slow", "echo").rfind("error:state_lost:", 0) == 0);
+  CHECK(eval(*c, 4, "slow", "count", true) == "1");
+}
+
+TEST_CASE("host channel: round trip, several calls in flight, none without a serving client, stale replies refused") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  start(*c, "h", {kEcho});
+  // Served: three calls in flight, answered out of order.
+  REQUIRE(c->send(eval_frame(2, "h", "hostcalls:3", /*serve=*/true)));
+  std::vector<std::pair<std::uint64_t, std::string>> calls;
+  proto::Received r;
+  while (calls.size() < 3) {
+    REQUIRE(c->receive(r, 10000));
+    REQUIRE(r.msg->request_id() == 2);
+    const auto* call = r.msg->body_as_HostCall();
+    REQUIRE(call);
+    calls.emplace_back(call->call_id(), bytes(call->data()));
+  }
+  for (auto it = calls.rbegin(); it != calls.rend(); ++it) REQUIRE(c->send(host_reply(2, it->first, "re-" + it->second)));
+  REQUIRE(c->receive(r, 10000));
+  REQUIRE(r.msg->body_as_WorkerEvalResult());
+  CHECK(bytes(r.msg->body_as_WorkerEvalResult()->reply()) == "re-call-1re-call-2re-call-3");
+  CHECK(r.msg->body_as_WorkerEvalResult()->host_calls() == 3);
+  // The evaluation is over: a late reply on its channel is refused and never delivered.
+  REQUIRE(c->send(host_reply(2, calls[0].first, "late")));
+  REQUIRE(c->receive(r, 10000));
+  REQUIRE(r.msg->body_as_Error());
+  CHECK(r.msg->body_as_Error()->code() == ErrorCode::channel_closed);
+  CHECK(eval(*c, 3, "h", "echo") == "echo:echo");  // the worker never saw it
+  // Not served: the worker gets an error for its call and the evaluation goes on.
+  CHECK(eval(*c, 4, "h", "host:ping") == "host-error:no host channel: the evaluating client serves no host calls");
+  CHECK(eval(*c, 5, "h", "count") == "1");
+}
+
+TEST_CASE("the evaluating client's disconnect kills the worker; its request is not replayed") {
+  Server s;
+  TempDir d;
+  const std::string marker = d.path() + "/ran";
+  {
+    auto c = s.connect();
+    REQUIRE(c);
+    proto::ScopeArgs a;
+    a.detach = true;
+    proto::Received r;
+    REQUIRE(c->call(1, proto::make_scope_create(1, a), r));
+  }
+  auto owner = s.connect();
+  REQUIRE(owner);
+  start(*owner, "d", {kEcho}, false, {d.path()});
+  {
+    auto c = s.connect();
+    REQUIRE(c);
+    REQUIRE(c->send(eval_frame(2, "d", "sleep:30")));
+    REQUIRE(wait_until([&] { return !processes_with(kEcho).empty(); }, 5s));
+    std::this_thread::sleep_for(200ms);
+  }  // disconnect mid-evaluation
+  CHECK(wait_until([&] { return processes_with(kEcho).empty(); }, 10s));
+  auto r = eval(*owner, 3, "d", "count");
+  CHECK(r.rfind("error:state_lost:", 0) == 0);
+  CHECK(r.find("disconnected") != std::string::npos);
+}
+
+TEST_CASE("workers: the program must be trusted; names are unique; list, logs and stop work") {
+  Server s;
+  TempDir d;
+  auto c = s.connect();
+  REQUIRE(c);
+  proto::Received r;
+  REQUIRE(c->call(1, start_frame("rel", {"echo_worker"}), r));
+  CHECK(proto::str(r.msg->body_as_Error()->message()).find("absolute path") != std::string::npos);
+  // A program inside a writable root could have been written by the sandbox.
+  const std::string copy = d.path() + "/worker";
+  std::filesystem::copy_file(kEcho, copy);
+  ::chmod(copy.c_str(), 0755);
+  REQUIRE(c->call(1, start_frame("inside", {copy}, false, {d.path()}), r));
+  CHECK(proto::str(r.msg->body_as_Error()->message()).find("writable root") != std::string::npos);
+  start(*c, "ok", {kEcho});
+  REQUIRE(c->call(1, start_frame("ok", {kEcho}), r));
+  CHECK(proto::str(r.msg->body_as_Error()->message()).find("already has a worker named 'ok'") != std::string::npos);
+  CHECK(eval(*c, 2, "ok", "print") == "printed");
+  auto logs = cli({"worker", "logs", "ok"}, s.socket());
+  CHECK(logs.out.find("a line on stdout") != std::string::npos);
+  CHECK(logs.out.find("a line on stderr") != std::string::npos);
+  auto list = cli({"worker", "list", "--json"}, s.socket());
+  CHECK(list.out.find("\"name\":\"ok\"") != std::string::npos);
+  CHECK(list.out.find("\"evaluations\":1") != std::string::npos);
+  CHECK(cli({"worker", "stop", "ok"}, s.socket()).exit_code == 0);
+  CHECK(wait_until([&] { return processes_with(kEcho).empty(); }, 10s));
+  CHECK(cli({"worker", "list", "--json"}, s.socket()).out.find("\"name\":\"ok\"") == std::string::npos);
+  CHECK(eval(*c, 3, "ok", "echo").rfind("error:not_found:", 0) == 0);
+}
+
+TEST_CASE("the Python worker through the CLI: state, captured output, host calls, deadline and reset") {
+  Server s;
+  REQUIRE(cli({"worker", "start", "py", "--python"}, s.socket()).exit_code == 0);
+  auto first = cli({"worker", "eval", "py", "--request", R"j({"code": "x = 41\nprint('hi')"})j"}, s.socket());
+  CHECK(first.exit_code == 0);
+  CHECK(first.out == R"j({"ok": true, "stdout": "hi\n", "stderr": "", "result": null, "error": null})j");
+  CHECK(cli({"worker", "eval", "py", "--request", R"j({"code": "x + 1"})j"}, s.socket()).out.find(R"j("result": "42")j") != std::string::npos);
+  auto host = cli({"worker", "eval", "py", "--host-cmd", "tr a-z A-Z", "--request", R"j({"code": "host_call(b'ping')"})j"}, s.socket());
+  CHECK(host.out.find(R"j("result": "b'PING'")j") != std::string::npos);
+  auto slow = cli({"worker", "eval", "py", "--timeout", "300ms", "--request", R"j({"code": "import time; time.sleep(30)"})j"}, s.socket());
+  CHECK(slow.exit_code == 1);
+  CHECK(slow.err.find("deadline") != std::string::npos);
+  auto lost = cli({"worker", "eval", "py", "--request", R"j({"code": "x"})j"}, s.socket());
+  CHECK(lost.exit_code == 1);
+  CHECK(lost.err.find("lost its state") != std::string::npos);
+  auto fresh = cli({"worker", "eval", "py", "--reset", "--request", R"j({"code": "1 + 1"})j"}, s.socket());
+  CHECK(fresh.out.find(R"j("result": "2")j") != std::string::npos);
+}
