@@ -331,6 +331,8 @@ struct Execution::State : std::enable_shared_from_this<State> {
     }
     if (Status st = validate(spec); !st.ok()) return fail_setup(st);
     if (spec.policy && !spec.host) return fail_setup(Status::invalid("a sandbox policy needs a SandboxHost"));
+    if (spec.hold_for_authorization && !spec.policy)
+      return fail_setup(Status::invalid("an authorized launch needs a sandbox"));
 
     auto out_pipe = make_pipe(true);
     if (!out_pipe.ok()) return fail_setup(out_pipe.status());
@@ -355,7 +357,7 @@ struct Execution::State : std::enable_shared_from_this<State> {
     ss.fds = {{stdin_read.get(), 0}, {out_pipe->write.get(), 1}, {err_pipe->write.get(), 2}};
     if (extra) ss.fds.push_back({extra.get(), 3});
     if (spec.policy) {
-      auto launched = spec.host->launch(ss, *spec.policy, spec.temp_dir, spec.cgroup_name);
+      auto launched = spec.host->launch(ss, *spec.policy, spec.temp_dir, spec.cgroup_name, spec.hold_for_authorization);
       if (!launched.ok()) return fail_setup(launched.status());
       sandbox.emplace(std::move(launched).value());
       process = std::move(sandbox->init);
@@ -378,15 +380,13 @@ struct Execution::State : std::enable_shared_from_this<State> {
     // The pidfd stays owned by `process`; Asio only waits on a duplicate.
     pidfd.assign(::fcntl(process.pidfd(), F_DUPFD_CLOEXEC, 3));
 
-    if (spec.timeout.count() > 0) {
-      deadline.expires_after(spec.timeout);
-      deadline.async_wait([self = shared_from_this()](std::error_code ec) {
-        if (ec || self->process.reaped()) return;
-        self->result.timed_out = true;
-        self->decide(ExitStatus::timed_out);
-        self->result.message = "timed out after " + std::to_string(self->spec.timeout.count()) + "ms";
-        self->kill_tree(/*graceful=*/true);
+    if (spec.hold_for_authorization) {
+      result.launched = false;
+      if (spec.on_prepared) asio::post(io, [self = shared_from_this()] {
+        if (!self->finished && !self->decided && self->spec.on_prepared) self->spec.on_prepared();
       });
+    } else {
+      arm_deadline();
     }
     if (decided == ExitStatus::cancelled) kill_tree(false);  // cancelled while spawning
     if (sandbox && sandbox->cgroup && spec.policy->caps.cpu_time) arm_cpu_poll();
@@ -400,6 +400,41 @@ struct Execution::State : std::enable_shared_from_this<State> {
     if (stdin_write) {
       stdin_w.assign(stdin_write.release());
       asio::co_spawn(io, write_stdin(), asio::detached);
+    }
+  }
+
+  void authorize(bool grant, const std::string& reason) {
+    if (finished || !sandbox || !sandbox->held()) return;
+    if (!grant) {
+      decide(ExitStatus::cancelled);
+      result.message = "not launched: " + reason;
+      kill_tree(/*graceful=*/false);
+      sandbox->release_fd.reset();  // EOF: the prepared command exits without exec
+      return;
+    }
+    Status st = sandbox->release();
+    if (!st.ok()) {
+      decide(ExitStatus::setup_error);
+      result.setup_step = st.step();
+      result.setup_errno = st.err();
+      result.message = st.message();
+      kill_tree(false);
+      return;
+    }
+    result.launched = true;
+    arm_deadline();
+  }
+
+  void arm_deadline() {
+    if (spec.timeout.count() > 0) {
+      deadline.expires_after(spec.timeout);
+      deadline.async_wait([self = shared_from_this()](std::error_code ec) {
+        if (ec || self->process.reaped()) return;
+        self->result.timed_out = true;
+        self->decide(ExitStatus::timed_out);
+        self->result.message = "timed out after " + std::to_string(self->spec.timeout.count()) + "ms";
+        self->kill_tree(/*graceful=*/true);
+      });
     }
   }
 };
@@ -438,6 +473,9 @@ void Execution::pause_output() {
 }
 void Execution::resume_output() {
   if (state_) state_->set_paused(false);
+}
+void Execution::authorize(bool grant, const std::string& reason) {
+  if (state_) state_->authorize(grant, reason);
 }
 bool Execution::finished() const { return !state_ || state_->finished; }
 pid_t Execution::pid() const { return state_ && state_->spawned ? state_->process.pid() : -1; }

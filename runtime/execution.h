@@ -55,6 +55,11 @@ struct ExecSpec {
   std::optional<Policy> policy;
   const SandboxHost* host = nullptr;
   std::string cgroup_name;  // unique per command, e.g. "cmd-42"
+
+  // Authorized launch (sandboxed only): the command is prepared up to exec, then
+  // `on_prepared` runs (on the io_context's thread) and nothing executes until authorize().
+  bool hold_for_authorization = false;
+  std::function<void()> on_prepared;
 };
 
 // Checks a spec against the limits in limits.h; the message names the field and the limit.
@@ -87,6 +92,9 @@ class Execution {
   // pipe). Deadlines and caps still apply.
   void pause_output();
   void resume_output();
+  // Authorized launch: lets a prepared command exec (grant), or ends it unlaunched. Only the
+  // first call counts; `reason` explains a denial in the result's message.
+  void authorize(bool grant, const std::string& reason = {});
 
   bool finished() const;
   pid_t pid() const;  // -1 before the spawn or after a setup error

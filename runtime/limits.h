@@ -32,6 +32,9 @@ inline constexpr int kPipeBytes = 1 * MiB;
 // One read from a command's pipe, and so the largest output chunk sent to a client.
 inline constexpr std::size_t kReadChunk = 64 * KiB;
 
+// Authorized launch: how long a prepared command waits for its client's grant.
+inline constexpr milliseconds kAuthorizationDeadline{30'000};
+
 // Supervisor resources (`serve` flags of the same names).
 inline constexpr std::uint32_t kDefaultMaxFrame = 16 * MiB;   // --max-frame
 inline constexpr unsigned kDefaultMaxConnections = 256;       // --max-connections

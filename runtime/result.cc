@@ -20,6 +20,7 @@ const char* status_name(ExitStatus s) {
 }
 
 int cli_exit_code(const Result& r) {
+  if (r.launched && !*r.launched) return 77;  // not launched (authorization): EX_NOPERM
   switch (r.status) {
     case ExitStatus::exited: return r.exit_code.value_or(125);
     case ExitStatus::timed_out: return 124;

@@ -43,10 +43,12 @@ struct Result {
   std::string setup_step;  // setup_error: the step that failed ("chdir", "exec", ...)
   int setup_errno = 0;
   std::string message;     // human-readable detail for setup_error and limits
+  std::optional<bool> launched;  // authorized launches only: did the command run at all
 };
 
 // `corral exec`'s exit status for a result (DESIGN.md): the command's own code; 124 timeout;
-// 125 corral failed; 126 not executable; 127 not found; 128+N killed by signal N.
+// 125 corral failed; 126 not executable; 127 not found; 128+N killed by signal N; 77 not
+// launched (authorization denied, timed out or abandoned).
 int cli_exit_code(const Result& r);
 
 }  // namespace corral

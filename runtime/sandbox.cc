@@ -249,8 +249,43 @@ bool SandboxLaunch::read_report(ExitInfo& info) {
   return true;
 }
 
+namespace {
+
+// Reads the error pipe to EOF: nothing means the command exec'd; a report names the step.
+Status read_child_errors(int fd, const SpawnSpec* spec, const std::string& program, bool stop_at_ready, bool* ready) {
+  child::ChildError report{};
+  ssize_t n;
+  do {
+    n = ::read(fd, &report, sizeof report);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof report)) return {};
+  const int step = static_cast<int>(report.step);
+  if (step == static_cast<int>(sandbox::Step::ready)) {
+    if (ready) *ready = true;
+    if (stop_at_ready) return {};
+    return read_child_errors(fd, spec, program, false, nullptr);
+  }
+  std::string detail;
+  if (step == static_cast<int>(sandbox::Step::exec)) detail = "'" + program + "'";
+  if (step == static_cast<int>(sandbox::Step::chdir) && spec) detail = "'" + spec->cwd + "'";
+  return Status::from_errno(sandbox::step_name(step), report.err, detail);
+}
+
+}  // namespace
+
+Status SandboxLaunch::release() {
+  if (!release_fd) return Status::error("release", EALREADY, "already released");
+  char go = 'g';
+  ssize_t n = ::write(release_fd.get(), &go, 1);
+  release_fd.reset();
+  if (n != 1) return Status::from_errno("release", errno);
+  Status st = read_child_errors(error_read.get(), nullptr, program, false, nullptr);
+  error_read.reset();
+  return st;
+}
+
 StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy& policy, const std::string& temp_dir,
-                                            const std::string& name) const {
+                                            const std::string& name, bool hold) const {
   if (spec.argv.empty() || spec.argv[0].empty()) return Status::invalid("empty argv");
   if (Status st = check(policy); !st.ok()) return st;
   const bool full = policy.mode == Mode::danger_full_access;
@@ -288,6 +323,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   p.new_mount = true;
   p.full_access = full;
   p.landlock_fd = -1;
+  p.release_fd = -1;
 
   // Binds, in order: the temp dir as /tmp, workspace roots, then --bind.
   struct BindSpec {
@@ -380,6 +416,13 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   UniqueFd err_read(fds[0]), err_write(fds[1]);
   if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
   UniqueFd report_read(fds[0]), report_write(fds[1]);
+  UniqueFd release_read, release_write;
+  if (hold) {
+    if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
+    release_read.reset(fds[0]);
+    release_write.reset(fds[1]);
+    p.release_fd = release_read.get();
+  }
   p.sync_fd = sync_child.get();
   p.report_fd = report_write.get();
   p.exec.error_fd = err_write.get();
@@ -397,6 +440,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   sync_child.reset();
   err_write.reset();
   report_write.reset();
+  release_read.reset();
 
   // --- the parent's half of setup: ids, cgroup, idmapped mounts, then "go" ---
   const std::string proc = "/proc/" + std::to_string(pid);
@@ -454,18 +498,15 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   if (::sendmsg(sync_parent.get(), &msg, MSG_NOSIGNAL) != 1) return Status::from_errno("sync", errno, "releasing the sandbox");
   parent_trees.clear();
 
-  // EOF on the error pipe: the command has exec'd (init and the command both closed it).
-  child::ChildError report{};
-  ssize_t n;
-  do {
-    n = ::read(err_read.get(), &report, sizeof report);
-  } while (n < 0 && errno == EINTR);
-  if (n == static_cast<ssize_t>(sizeof report)) {
-    int step = static_cast<int>(report.step);
-    std::string detail;
-    if (step == static_cast<int>(sandbox::Step::exec)) detail = "'" + spec.argv[0] + "'";
-    if (step == static_cast<int>(sandbox::Step::chdir)) detail = "'" + spec.cwd + "'";
-    return Status::from_errno(sandbox::step_name(step), report.err, detail);
+  // EOF on the error pipe: the command has exec'd (init and the command both closed it). A
+  // held launch stops at its "ready" report instead and keeps the pipe for release().
+  bool ready = false;
+  if (Status child = read_child_errors(err_read.get(), &spec, spec.argv[0], hold, &ready); !child.ok()) return child;
+  if (hold) {
+    if (!ready) return Status::error("ready", EPIPE, "the prepared command vanished before it could be authorized");
+    out.release_fd = std::move(release_write);
+    out.error_read = std::move(err_read);
+    out.program = spec.argv[0];
   }
 
   ::fcntl(report_read.get(), F_SETFL, O_NONBLOCK);

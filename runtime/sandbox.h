@@ -41,6 +41,15 @@ struct SandboxLaunch {
   // After init has exited: the command's exit and usage as init reported it. False if init
   // died before reporting (SIGKILLed), in which case `info` is left as is.
   bool read_report(ExitInfo& info);
+
+  // Authorized launch: a launch made with `hold` stops right before exec. release() lets it
+  // exec (at most once) and returns how that went, like launch() would have; dropping the
+  // launch (or terminating init) instead means the command never ran.
+  bool held() const { return release_fd.valid(); }
+  Status release();
+  UniqueFd release_fd;  // write end: one byte 'g' releases
+  UniqueFd error_read;  // the error pipe, read to EOF after the release
+  std::string program;  // argv[0], for messages
 };
 
 class SandboxHost {
@@ -61,7 +70,7 @@ class SandboxHost {
   // spec.cwd and spec.env are as the command sees them. On success the command has exec'd.
   // `name` names the cgroup. Failures before exec come back as a Status naming the step.
   StatusOr<SandboxLaunch> launch(const SpawnSpec& spec, const Policy& policy, const std::string& temp_dir,
-                                 const std::string& name) const;
+                                 const std::string& name, bool hold = false) const;
 
   struct Impl;
 

@@ -61,6 +61,7 @@ const char* step_name(int step) {
     case Step::caps: return "caps";
     case Step::seccomp: return "seccomp";
     case Step::exec: return "exec";
+    case Step::ready: return "ready";
   }
   return child::step_name(static_cast<child::Step>(step));
 }
@@ -297,6 +298,19 @@ void drop_privileges(const SandboxPlan& plan) {
   if (::setsid() < 0) fail(plan, Step::fork, errno);
   if (plan.exec.cwd && ::chdir(plan.exec.cwd) < 0) fail(plan, Step::chdir, errno);
   drop_privileges(plan);
+  if (plan.release_fd >= 0) {
+    // Authorized launch: everything is in place but the exec. Say so, then wait for the
+    // parent's one byte; anything else (EOF: denied, timed out, client gone) means never run.
+    child::ChildError ready{static_cast<child::Step>(Step::ready), 0};
+    if (::write(plan.exec.error_fd, &ready, sizeof ready) != static_cast<ssize_t>(sizeof ready)) ::_exit(126);
+    char go = 0;
+    ssize_t n;
+    do {
+      n = ::read(plan.release_fd, &go, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1 || go != 'g') ::_exit(126);
+    ::close(plan.release_fd);
+  }
   ::sigprocmask(SIG_SETMASK, &plan.exec.child_sigmask, nullptr);
   int err = ENOENT;
   bool saw_eacces = false;

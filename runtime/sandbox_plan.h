@@ -37,6 +37,7 @@ enum class Step : int {
   caps,
   seccomp,
   exec,
+  ready,           // not a failure: prepared up to exec, waiting for the release (authorized launch)
 };
 const char* step_name(int step);
 
@@ -93,6 +94,7 @@ struct SandboxPlan {
   std::uint64_t cpu_limit_s;            // RLIMIT_CPU (per-process floor), 0 = unlimited
 
   int landlock_fd;                      // -1: none
+  int release_fd;                       // -1: exec at once; else read one byte first ('g': go)
   const sock_fprog* seccomp;            // nullptr: none
 };
 

@@ -51,6 +51,7 @@ void Connection::close() {
   // scope), its implicit scope and the named scopes it owns. Done handlers still run (and
   // hold this object and the scopes alive) until each command is reaped; the temp dirs go
   // with the last reference.
+  authorizations_.clear();  // their commands are terminated below: "not launched"
   for (auto& [id, exec] : running_) exec.terminate();
   // An evaluation whose client is gone poisons its worker: its outcome is unknown.
   auto evals = std::move(evals_);
@@ -176,6 +177,7 @@ void Connection::dispatch(const proto::Message& msg) {
     case proto::Body::ScopeListRequest: return on_scope_list(msg);
     case proto::Body::Poll: return on_poll(msg);
     case proto::Body::BackgroundStop: return on_background_stop(msg);
+    case proto::Body::Authorization: return on_authorization(msg);
     case proto::Body::WorkerStart: return on_worker_start(msg);
     case proto::Body::WorkerEval: return on_worker_eval(msg);
     case proto::Body::HostReply: return on_host_reply(msg);
@@ -250,6 +252,33 @@ void Connection::on_exec(const proto::Message& msg) {
   logged.stdin_data.reset();
   auto self = shared_from_this();
 
+  if (req.authorize()) {
+    if (req.background()) {
+      send_error(id, ErrorCode::invalid_request, "an authorized launch runs in the foreground (no --background)");
+      return;
+    }
+    // Prepared up to exec, then the client is asked; it runs only on a grant in time.
+    spec->hold_for_authorization = true;
+    std::weak_ptr<Connection> weak_conn = self;
+    spec->on_prepared = [weak_conn, id, description = authorization_description(*spec, scope->id())] {
+      auto c = weak_conn.lock();
+      if (!c || c->closed_) return;
+      flatbuffers::FlatBufferBuilder fbb(description.size() + 64);
+      const auto deadline = c->ctx_.options.authorization_deadline;
+      auto body = proto::CreateAuthorizationRequest(fbb, fbb.CreateString(description),
+                                                    static_cast<std::uint64_t>(deadline.count()));
+      c->queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::AuthorizationRequest, body.Union())));
+      auto timer = std::make_unique<asio::steady_timer>(c->io_, deadline);
+      timer->async_wait([weak_conn, id](std::error_code ec) {
+        auto conn = weak_conn.lock();
+        if (ec || !conn || !conn->authorizations_.erase(id)) return;
+        if (auto it = conn->running_.find(id); it != conn->running_.end())
+          it->second.authorize(false, "the authorization deadline passed");
+      });
+      c->authorizations_[id] = std::move(timer);
+    };
+  }
+
   if (req.background()) {
     auto started = ctx_.background->start(std::move(spec).value(), scope, peer_.uid,
                                           [this, self, id, logged](const Result& r) { log_launch(id, logged, r); });
@@ -277,6 +306,7 @@ void Connection::on_exec(const proto::Message& msg) {
   });
   auto done = [this, self, id, scope, hook, logged = std::move(logged)](Result result) {
     scope->detach(hook);
+    authorizations_.erase(id);
     on_exec_done(id, logged, std::move(result));
   };
   ++ctx_.running_commands;
@@ -339,6 +369,21 @@ void Connection::on_file(const proto::Message& msg) {
     default: reply = handle_list(id, *msg.body_as_ListRequest(), fc); break;
   }
   queue(std::move(reply));
+}
+
+void Connection::on_authorization(const proto::Message& msg) {
+  const std::uint64_t id = msg.request_id();
+  auto pending = authorizations_.find(id);
+  auto running = running_.find(id);
+  if (pending == authorizations_.end() || running == running_.end()) {
+    // A grant launches at most once; a late or repeated answer changes nothing.
+    send_error(id, ErrorCode::unknown_request_id, "no authorization is pending for request " + std::to_string(id));
+    return;
+  }
+  authorizations_.erase(pending);  // cancels its deadline
+  const proto::Authorization& a = *msg.body_as_Authorization();
+  std::string reason = proto::str(a.reason());
+  running->second.authorize(a.grant(), reason.empty() ? "denied by the client" : "denied by the client: " + reason);
 }
 
 void Connection::on_cancel(const proto::Message& msg) {

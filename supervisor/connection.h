@@ -54,6 +54,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_scope_list(const proto::Message& msg);
   void on_poll(const proto::Message& msg);
   void on_background_stop(const proto::Message& msg);
+  void on_authorization(const proto::Message& msg);
   void on_worker_start(const proto::Message& msg);
   void on_worker_eval(const proto::Message& msg);
   void on_host_reply(const proto::Message& msg);
@@ -90,6 +91,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::uint64_t queued_bytes_ = 0;
   std::map<std::uint64_t, Execution> running_;
   std::map<std::uint64_t, std::weak_ptr<Worker>> evals_;  // evaluations in flight, by request id
+  // Authorized launches waiting for this client's answer: their deadline timers.
+  std::map<std::uint64_t, std::unique_ptr<asio::steady_timer>> authorizations_;
   bool hello_done_ = false;
   bool closed_ = false;
   bool flush_then_close_ = false;  // a fatal error frame is queued; close once it is written

@@ -115,6 +115,7 @@ flatbuffers::Offset<proto::ExecResult> build_exec_result(flatbuffers::FlatBuffer
   b.add_sys_cpu_ms(r.sys_cpu_ms);
   b.add_max_rss_kb(r.max_rss_kb);
   if (r.memory_peak_kb) b.add_memory_peak_kb(*r.memory_peak_kb);
+  if (r.launched) b.add_launched(*r.launched);
   b.add_enforced(enforced);
   b.add_temp_dir(temp_dir);
   b.add_setup_step(step);
@@ -164,6 +165,69 @@ std::string describe_command(const ExecSpec& spec) {
 }  // namespace corral::supervisor
 
 namespace corral::supervisor {
+
+std::string authorization_description(const ExecSpec& spec, const std::string& scope) {
+  std::string out = "{";
+  auto key = [&](const char* k) {
+    if (out.size() > 1) out.push_back(',');
+    append_quoted(out, k);
+    out.push_back(':');
+  };
+  auto list = [&](const char* k, const std::vector<std::string>& v) {
+    key(k);
+    out.push_back('[');
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) out.push_back(',');
+      append_quoted(out, v[i]);
+    }
+    out.push_back(']');
+  };
+  if (spec.shell) {
+    key("sh");
+    append_quoted(out, *spec.shell);
+  } else {
+    list("argv", spec.argv);
+  }
+  key("cwd");
+  append_quoted(out, spec.cwd.empty() ? "/tmp" : spec.cwd);
+  std::vector<std::string> env_names;
+  for (const auto& [k, v] : spec.env) env_names.push_back(k);
+  list("env", env_names);
+  const Policy& p = *spec.policy;
+  key("mode");
+  append_quoted(out, mode_name(p.mode));
+  key("network");
+  append_quoted(out, network_name(p.network));
+  list("workspaces", p.workspaces);
+  list("deny_read", p.deny_read);
+  list("protect", p.protect);
+  std::vector<std::string> binds;
+  for (const auto& b : p.binds) binds.push_back(b.source + ":" + b.target + (b.writable ? ":rw" : ":ro"));
+  list("binds", binds);
+  key("caps");
+  out.push_back('{');
+  std::string caps;
+  auto cap = [&](const char* k, const std::string& v) {
+    if (!caps.empty()) caps.push_back(',');
+    append_quoted(caps, k);
+    caps.push_back(':');
+    caps += v;
+  };
+  if (p.caps.memory_bytes) cap("memory_bytes", std::to_string(*p.caps.memory_bytes));
+  if (p.caps.pids) cap("pids", std::to_string(*p.caps.pids));
+  if (p.caps.cpu_time) cap("cpu_time_ms", std::to_string(p.caps.cpu_time->count()));
+  if (p.caps.cpus) cap("cpus", std::to_string(*p.caps.cpus));
+  if (p.caps.max_file_size) cap("max_file_size", std::to_string(*p.caps.max_file_size));
+  out += caps + "}";
+  key("timeout_ms");
+  out += std::to_string(spec.timeout.count());
+  key("max_output_bytes");
+  out += std::to_string(spec.max_output);
+  key("scope");
+  append_quoted(out, scope);
+  out.push_back('}');
+  return out;
+}
 
 std::string describe_policy(const ExecSpec& spec) {
   if (!spec.policy) return "sandbox=none";

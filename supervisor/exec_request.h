@@ -23,6 +23,8 @@ flatbuffers::Offset<proto::ExecResult> build_exec_result(flatbuffers::FlatBuffer
 
 // One line for the audit log: the command as typed (argv JSON array or shell string).
 std::string describe_command(const ExecSpec& spec);
+// Exactly what an authorized launch will run, as JSON for the client to judge.
+std::string authorization_description(const ExecSpec& spec, const std::string& scope);
 // The isolation asked for, for the audit log: mode, network, roots, caps.
 std::string describe_policy(const ExecSpec& spec);
 

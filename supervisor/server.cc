@@ -217,6 +217,8 @@ Status validate(const ServerOptions& o) {
   if (o.max_frame < proto::kMinMaxFrame || o.max_frame > proto::kMaxMaxFrame)
     return Status::invalid("--max-frame must be between " + format_size(proto::kMinMaxFrame) + " and " +
                            format_size(proto::kMaxMaxFrame));
+  if (o.authorization_deadline.count() < 1 || o.authorization_deadline > std::chrono::hours(1))
+    return Status::invalid("--authorization-deadline must be between 1ms and 1h");
   if (o.max_timeout.count() < 1 || o.max_timeout > limits::kMaxTimeout)
     return Status::invalid("--max-timeout must be between 1ms and " + format_duration(limits::kMaxTimeout));
   return {};

@@ -26,6 +26,7 @@ struct ServerOptions {
   std::uint64_t max_queued = limits::kDefaultMaxQueued;        // bytes queued per client
   std::uint32_t max_frame = limits::kDefaultMaxFrame;          // bytes
   std::chrono::milliseconds max_timeout = limits::kMaxTimeout; // per request
+  std::chrono::milliseconds authorization_deadline = limits::kAuthorizationDeadline;
   std::string temp_root;            // parent of scope temp dirs; empty: $TMPDIR or /tmp
   // A root supervisor runs commands as this unprivileged uid/gid (`serve --sandbox-uid`).
   uid_t sandbox_uid = 65534;

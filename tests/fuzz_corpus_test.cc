@@ -128,6 +128,19 @@ TEST_CASE("valid frames of every message type verify and print") {
       {"background_stop", ok(Body::BackgroundStop, 23)},
       {"exec_background", ok(Body::ExecRequest, 24)},
       {"background_started", ok(Body::BackgroundStarted, 24)},
+      {"worker_start", ok(Body::WorkerStart, 25)},
+      {"worker_started", ok(Body::WorkerStarted, 25)},
+      {"worker_eval", ok(Body::WorkerEval, 26)},
+      {"host_call", ok(Body::HostCall, 26)},
+      {"host_reply", ok(Body::HostReply, 26)},
+      {"worker_eval_result", ok(Body::WorkerEvalResult, 26)},
+      {"evaluate", ok(Body::Evaluate, 1)},
+      {"eval_reply", ok(Body::EvalReply, 1)},
+      {"worker_stop", ok(Body::WorkerStop, 27)},
+      {"worker_list_request", ok(Body::WorkerListRequest, 28)},
+      {"worker_list", ok(Body::WorkerList, 28)},
+      {"worker_logs_request", ok(Body::WorkerLogsRequest, 29)},
+      {"worker_logs", ok(Body::WorkerLogs, 29)},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);

@@ -1,4 +1,10 @@
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char** environ;
 
 #include <cerrno>
 #include <iostream>
@@ -44,6 +50,46 @@ bool parse_net_arg(const std::string& text, proto::Network& net, std::string& er
   auto n = parse_network(text);
   if (!n.ok()) return error = "--net: " + n.status().message(), false;
   net = *n == Network::allowed ? proto::Network::allowed : proto::Network::denied;
+  return true;
+}
+
+bool run_shell(const std::string& cmd, std::string_view input, std::string& output, std::string& error) {
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) < 0) return error = "pipe failed", false;
+  if (::pipe2(out, O_CLOEXEC) < 0) {
+    ::close(in[0]);
+    ::close(in[1]);
+    return error = "pipe failed", false;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, "/bin/sh", &fa, nullptr, const_cast<char**>(argv), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(in[0]);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(in[1]);
+    ::close(out[0]);
+    return error = "cannot run /bin/sh", false;
+  }
+  // Small inputs: write all, then read all (a command that reads nothing still gets EOF).
+  ::signal(SIGPIPE, SIG_IGN);
+  write_all(in[1], input);
+  ::close(in[1]);
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(out[0], buf, sizeof buf)) > 0) output.append(buf, static_cast<std::size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    error = "failed (" + (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status)) : std::string("killed")) + ")";
+    return false;
+  }
   return true;
 }
 

@@ -35,6 +35,7 @@ struct ExecOptions {
   std::string memory, pids, cpu_time, cpus, max_file_size;
   std::string scope;
   bool background = false;
+  std::string authorize_cmd;  // run with the description on stdin; exit 0 grants
 };
 
 struct FileOptions {
@@ -123,6 +124,8 @@ bool parse_mode_arg(const std::string& text, proto::Mode& mode, std::string& err
 bool parse_net_arg(const std::string& text, proto::Network& net, std::string& error);
 // Connects, sends one request with id 1 and waits for its final reply. On an Error reply or a
 // failure prints the message and returns kFailed; else kOk with `reply` filled.
+// Runs CMD with /bin/sh -c, `input` on its stdin; true if it exits 0, with its stdout.
+bool run_shell(const std::string& cmd, std::string_view input, std::string& output, std::string& error);
 int request(const std::string& socket, const proto::Frame& frame, proto::Received& reply);
 
 }  // namespace corral::cli

@@ -34,6 +34,7 @@ Result to_result(const proto::ExecResult& r, std::string out, std::string err) {
   res.sys_cpu_ms = r.sys_cpu_ms();
   res.max_rss_kb = r.max_rss_kb();
   if (r.memory_peak_kb()) res.memory_peak_kb = *r.memory_peak_kb();
+  if (r.launched()) res.launched = *r.launched();
   if (r.enforced())
     for (const auto* e : *r.enforced()) res.enforced.push_back(e->str());
   res.temp_dir = proto::str(r.temp_dir());
@@ -68,6 +69,7 @@ std::string result_json(const Result& r) {
     j.field("setup_step", r.setup_step);
     j.field("setup_errno", r.setup_errno);
   }
+  if (r.launched) j.field("launched", *r.launched);
   if (!r.message.empty()) j.field("message", r.message);
   j.end_object();
   return j.str();
@@ -78,6 +80,7 @@ bool build_policy(const ExecOptions& o, proto::ExecArgs& a, std::string& error) 
   if (!parse_net_arg(o.net, a.network, error)) return false;
   a.scope = o.scope;
   a.background = o.background;
+  a.authorize = !o.authorize_cmd.empty();
   for (const auto& w : o.workspaces) a.workspaces.push_back(absolute(w));
   for (const auto& d : o.deny_read) a.deny_read.push_back(absolute(d));
   for (const auto& p : o.protect) a.protect.push_back(absolute(p));
@@ -229,7 +232,13 @@ int run_exec(const ExecOptions& o) {
   proto::ExecReply reply;
   proto::Client::ChunkFn stream;
   if (!o.json) stream = [](proto::Stream s, std::string_view d) { write_all(s == proto::Stream::err ? 2 : 1, d); };
-  if (!client->exec(1, args, stream, reply)) return complain(kExecCorralFailed, client->error());
+  proto::Client::AuthorizeFn authorizer;
+  if (!o.authorize_cmd.empty())
+    authorizer = [&](std::string_view description) {
+      std::string out, err;
+      return run_shell(o.authorize_cmd, std::string(description) + "\n", out, err);
+    };
+  if (!client->exec(1, args, stream, reply, authorizer)) return complain(kExecCorralFailed, client->error());
   if (const proto::Error* e = reply.error()) return complain(kExecCorralFailed, proto::str(e->message()));
   const proto::ExecResult* r = reply.result();
   if (!r) return complain(kExecCorralFailed, "unexpected final reply from the supervisor");
@@ -237,6 +246,8 @@ int run_exec(const ExecOptions& o) {
   Result result = to_result(*r, std::move(reply.out), std::move(reply.err));
   if (o.json) {
     write_all(1, result_json(result) + "\n");
+  } else if (result.launched && !*result.launched) {
+    complain(0, result.message.empty() ? std::string("not launched") : result.message);
   } else if (result.status == ExitStatus::setup_error) {
     complain(0, result.message);
   } else if (result.status != ExitStatus::exited && !result.message.empty()) {

@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   serve_opts.socket_path = default_socket;
   std::string log_level = "info";
   std::string max_queued = format_size(serve_opts.max_queued), max_frame = format_size(serve_opts.max_frame),
-              max_timeout = format_duration(serve_opts.max_timeout);
+              max_timeout = format_duration(serve_opts.max_timeout),
+              auth_deadline = format_duration(serve_opts.authorization_deadline);
   auto* serve = app.add_subcommand("serve", "Run the supervisor in the foreground until SIGTERM/SIGINT.");
   serve->add_option("--socket", serve_opts.socket_path, kSocketHelp);
   serve->add_option("--allow-uid", serve_opts.allow_uids,
@@ -45,6 +46,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve->add_option("--max-frame", max_frame, "largest frame accepted or sent")->capture_default_str();
   serve->add_option("--max-timeout", max_timeout, "largest timeout a request may ask for")->capture_default_str();
+  serve->add_option("--authorization-deadline", auth_deadline,
+                    "how long an authorized launch waits for its client's grant")
+      ->capture_default_str();
   serve->add_option("--temp-root", serve_opts.temp_root,
                     "where scope temp dirs are created (default: $TMPDIR, else /tmp)");
   serve->add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
@@ -98,6 +102,10 @@ int main(int argc, char** argv) {
   exec->add_flag("--background", exec_opts.background,
                  "start it and print its id alone on the last line; no deadline; drain output with "
                  "`corral poll ID`, end it with `corral stop ID` (default scope: your uid's detached one)");
+  exec->add_option("--authorize-cmd", exec_opts.authorize_cmd,
+                   "authorized launch: corral prepares the command up to exec, then runs CMD with a JSON "
+                   "description of exactly what will run on stdin; exit 0 grants (within 30s). Not launched: "
+                   "exit 77, and nothing ran");
   exec->add_option("command", exec_opts.argv, "PROGRAM ARGS... (after --)");
 
   // read / write / ls
@@ -236,6 +244,9 @@ int main(int argc, char** argv) {
     serve_opts.max_queued = *q;
     serve_opts.max_frame = static_cast<std::uint32_t>(*f);
     serve_opts.max_timeout = *t;
+    auto ad = parse_duration(auth_deadline);
+    if (!ad.ok()) return cli::complain(cli::kUsage, "--authorization-deadline: " + ad.status().message());
+    serve_opts.authorization_deadline = *ad;
     if (auto ids = cli::lookup_sandbox_user(sandbox_user); !ids.ok())
       return cli::complain(cli::kUsage, "--sandbox-uid: " + ids.status().message());
     else

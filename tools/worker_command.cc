@@ -1,7 +1,5 @@
 // corral worker start|eval|stop|list|logs.
 #include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -12,8 +10,6 @@
 #include "tools/json_writer.h"
 #include "worker_proto/client.h"
 
-extern char** environ;
-
 namespace corral::cli {
 namespace {
 
@@ -23,41 +19,6 @@ proto::Frame worker_frame(std::uint64_t id, const proto::Body type, const Worker
   auto b = body(fbb);
   return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, type, b));
   (void)o;
-}
-
-// Runs the --host-cmd with `input` on stdin; its stdout is the reply, a non-zero exit an error.
-bool run_host_cmd(const std::string& cmd, std::string_view input, std::string& output, std::string& error) {
-  int in[2], out[2];
-  if (::pipe2(in, O_CLOEXEC) < 0 || ::pipe2(out, O_CLOEXEC) < 0) return error = "pipe failed", false;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, "/bin/sh", &fa, nullptr, const_cast<char**>(argv), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(in[0]);
-  ::close(out[1]);
-  if (rc != 0) {
-    ::close(in[1]);
-    ::close(out[0]);
-    return error = "cannot run --host-cmd", false;
-  }
-  // Small host calls: write all, then read all (a command that reads nothing still gets EOF).
-  write_all(in[1], input);
-  ::close(in[1]);
-  char buf[65536];
-  ssize_t n;
-  while ((n = ::read(out[0], buf, sizeof buf)) > 0) output.append(buf, static_cast<std::size_t>(n));
-  ::close(out[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    error = "--host-cmd failed (" + (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status)) : std::string("killed")) + ")";
-    return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -140,7 +101,7 @@ int run_worker_eval(const WorkerOptions& o) {
       std::string out, err;
       std::string_view in;
       if (call->data()) in = {reinterpret_cast<const char*>(call->data()->data()), call->data()->size()};
-      run_host_cmd(o.host_cmd, in, out, err);
+      if (!run_shell(o.host_cmd, in, out, err)) err = "--host-cmd " + err;
       flatbuffers::FlatBufferBuilder fbb(out.size() + 128);
       auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(out.data()), out.size());
       auto e = err.empty() ? 0 : fbb.CreateString(err);

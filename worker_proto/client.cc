@@ -151,8 +151,8 @@ bool Client::call(std::uint64_t request_id, const Frame& frame, Received& reply)
   }
 }
 
-bool Client::exec(std::uint64_t request_id, const ExecArgs& args, const ChunkFn& on_chunk,
-                  ExecReply& reply) {
+bool Client::exec(std::uint64_t request_id, const ExecArgs& args, const ChunkFn& on_chunk, ExecReply& reply,
+                  const AuthorizeFn& authorize) {
   if (!send(make_exec(request_id, args))) return false;
   for (;;) {
     Received r;
@@ -163,6 +163,13 @@ bool Client::exec(std::uint64_t request_id, const ExecArgs& args, const ChunkFn&
         reply.final = std::move(r);
         return true;
       }
+      continue;
+    }
+    if (const AuthorizationRequest* a = r.msg->body_as_AuthorizationRequest()) {
+      const bool grant = authorize && authorize(str(a->description()));
+      flatbuffers::FlatBufferBuilder fbb(64);
+      auto body = CreateAuthorization(fbb, grant, grant ? 0 : fbb.CreateString("refused by the client's authorizer"));
+      if (!send(finish_frame(fbb, CreateMessage(fbb, request_id, Body::Authorization, body.Union())))) return false;
       continue;
     }
     if (const OutputChunk* c = r.msg->body_as_OutputChunk()) {

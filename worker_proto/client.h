@@ -62,9 +62,13 @@ class Client {
   bool call(std::uint64_t request_id, const Frame& frame, Received& reply);
 
   using ChunkFn = std::function<void(Stream, std::string_view)>;
+  // Judges an authorized launch from its description (JSON); true grants it.
+  using AuthorizeFn = std::function<bool(std::string_view description)>;
   // Sends an ExecRequest with `request_id` and collects replies for that id until its final
-  // reply. Frames for other ids are dropped. `on_chunk` may be empty.
-  bool exec(std::uint64_t request_id, const ExecArgs& args, const ChunkFn& on_chunk, ExecReply& reply);
+  // reply. Frames for other ids are dropped. `on_chunk` may be empty; `authorize` answers an
+  // AuthorizationRequest (args.authorize), and without it every request is denied.
+  bool exec(std::uint64_t request_id, const ExecArgs& args, const ChunkFn& on_chunk, ExecReply& reply,
+            const AuthorizeFn& authorize = nullptr);
 
   const std::string& error() const { return error_; }
   const std::vector<LayerInfo>& layers() const { return layers_; }

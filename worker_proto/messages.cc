@@ -80,6 +80,7 @@ Frame make_exec(std::uint64_t request_id, const ExecArgs& a) {
   b.add_max_file_size(a.max_file_size);
   b.add_scope(scope);
   b.add_background(a.background);
+  b.add_authorize(a.authorize);
   return finish(fbb, request_id, b.Finish());
 }
 

@@ -44,6 +44,7 @@ struct ExecArgs {
   double cpus = 0;
   std::string scope;        // empty: the connection's scope (background: the uid's default)
   bool background = false;
+  bool authorize = false;   // execute_authorized: run only on the client's grant
 };
 
 // File tools (ReadRequest, WriteRequest, ListRequest).

@@ -33,7 +33,7 @@ inline constexpr std::uint32_t kFuzzMaxFrame = 1u << 20;
 
 // The last union member read_message() knows; fuzz_corpus_test checks it is the schema's last,
 // so a new member cannot go unread by the fuzzer unnoticed.
-inline constexpr proto::Body kLastWalkedBody = proto::Body::BackgroundStop;
+inline constexpr proto::Body kLastWalkedBody = proto::Body::Authorization;
 
 // What happened to one complete payload.
 struct FrameOutcome {
@@ -92,6 +92,16 @@ inline void read_layers(std::uint64_t& d, const flatbuffers::Vector<flatbuffers:
   }
 }
 
+inline void read_env(std::uint64_t& d, const flatbuffers::Vector<flatbuffers::Offset<proto::EnvVar>>* v) {
+  if (!v) return mix(d, 8);
+  mix(d, v->size());
+  for (const proto::EnvVar* e : *v) {
+    if (!e) continue;
+    read_string(d, e->name());
+    read_string(d, e->value());
+  }
+}
+
 inline void read_exec_result(std::uint64_t& d, const proto::ExecResult* b) {
   if (!b) return mix(d, 7);
   mix(d, static_cast<std::uint64_t>(b->status()));
@@ -113,6 +123,7 @@ inline void read_exec_result(std::uint64_t& d, const proto::ExecResult* b) {
   read_string(d, b->message());
   mix(d, b->stdout_bytes());
   mix(d, b->stderr_bytes());
+  if (auto launched = b->launched()) mix(d, *launched);
 }
 
 // Every field of every body type. Unknown body types (a newer peer's) are named and skipped.
@@ -141,14 +152,7 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
       const auto* b = m.body_as_ExecRequest();
       read_strings(d, b->argv());
       read_string(d, b->shell());
-      if (const auto* env = b->env()) {
-        mix(d, env->size());
-        for (const proto::EnvVar* e : *env) {
-          if (!e) continue;
-          read_string(d, e->name());
-          read_string(d, e->value());
-        }
-      }
+      read_env(d, b->env());
       read_string(d, b->cwd());
       read_bytes(d, b->stdin());
       mix(d, b->timeout_ms());
@@ -175,6 +179,7 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
       mix(d, b->max_file_size());
       read_string(d, b->scope());
       mix(d, b->background());
+      mix(d, b->authorize());
       break;
     }
     case proto::Body::OutputChunk: {
@@ -331,6 +336,109 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
       const auto* b = m.body_as_BackgroundStop();
       read_string(d, b->id());
       mix(d, b->force());
+      break;
+    }
+    case proto::Body::WorkerStart: {
+      const auto* b = m.body_as_WorkerStart();
+      read_string(d, b->name());
+      read_string(d, b->scope());
+      read_strings(d, b->argv());
+      read_env(d, b->env());
+      mix(d, static_cast<std::uint64_t>(b->mode()));
+      mix(d, static_cast<std::uint64_t>(b->network()));
+      read_strings(d, b->workspaces());
+      mix(d, b->memory_bytes());
+      mix(d, b->pids());
+      mix(d, std::bit_cast<std::uint64_t>(b->cpus()));
+      mix(d, b->idle_timeout_ms());
+      mix(d, b->python());
+      break;
+    }
+    case proto::Body::WorkerStarted: {
+      const auto* b = m.body_as_WorkerStarted();
+      read_string(d, b->name());
+      read_string(d, b->scope());
+      break;
+    }
+    case proto::Body::WorkerEval: {
+      const auto* b = m.body_as_WorkerEval();
+      read_string(d, b->name());
+      read_string(d, b->scope());
+      read_bytes(d, b->request());
+      mix(d, b->timeout_ms());
+      mix(d, b->reset());
+      mix(d, b->serve_host_calls());
+      break;
+    }
+    case proto::Body::WorkerEvalResult: {
+      const auto* b = m.body_as_WorkerEvalResult();
+      read_bytes(d, b->reply());
+      mix(d, b->host_calls());
+      break;
+    }
+    case proto::Body::HostCall: {
+      const auto* b = m.body_as_HostCall();
+      mix(d, b->call_id());
+      read_bytes(d, b->data());
+      break;
+    }
+    case proto::Body::HostReply: {
+      const auto* b = m.body_as_HostReply();
+      mix(d, b->call_id());
+      read_bytes(d, b->data());
+      read_string(d, b->error());
+      break;
+    }
+    case proto::Body::Evaluate:
+      read_bytes(d, m.body_as_Evaluate()->data());
+      break;
+    case proto::Body::EvalReply:
+      read_bytes(d, m.body_as_EvalReply()->data());
+      break;
+    case proto::Body::WorkerStop: {
+      const auto* b = m.body_as_WorkerStop();
+      read_string(d, b->name());
+      read_string(d, b->scope());
+      mix(d, b->force());
+      break;
+    }
+    case proto::Body::WorkerListRequest:
+      read_string(d, m.body_as_WorkerListRequest()->scope());
+      break;
+    case proto::Body::WorkerList: {
+      const auto* workers = m.body_as_WorkerList()->workers();
+      if (!workers) break;
+      mix(d, workers->size());
+      for (const proto::WorkerInfo* w : *workers) {
+        if (!w) continue;
+        read_string(d, w->name());
+        read_string(d, w->scope());
+        read_string(d, w->state());
+        mix(d, w->evaluations());
+        read_strings(d, w->argv());
+        mix(d, w->pid());
+      }
+      break;
+    }
+    case proto::Body::WorkerLogsRequest: {
+      const auto* b = m.body_as_WorkerLogsRequest();
+      read_string(d, b->name());
+      read_string(d, b->scope());
+      break;
+    }
+    case proto::Body::WorkerLogs:
+      read_bytes(d, m.body_as_WorkerLogs()->data());
+      break;
+    case proto::Body::AuthorizationRequest: {
+      const auto* b = m.body_as_AuthorizationRequest();
+      read_string(d, b->description());
+      mix(d, b->deadline_ms());
+      break;
+    }
+    case proto::Body::Authorization: {
+      const auto* b = m.body_as_Authorization();
+      mix(d, b->grant());
+      read_string(d, b->reason());
       break;
     }
     default:

@@ -52,6 +52,20 @@ Bytes exec_result(std::uint64_t id, bool setup_error) {
   return finish_frame(fbb, CreateMessage(fbb, id, Body::ExecResult, body.Union()));
 }
 
+// A [ubyte] field holding `text`.
+flatbuffers::Offset<flatbuffers::Vector<std::uint8_t>> byte_vector(flatbuffers::FlatBufferBuilder& fbb,
+                                                                   const std::string& text) {
+  return fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
+}
+
+// One frame with `body` (built by `make` into the builder) as request `id`'s message.
+template <typename Make>
+Bytes frame_of(std::uint64_t id, Body type, Make make) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  const auto body = make(fbb);
+  return finish_frame(fbb, CreateMessage(fbb, id, type, body.Union()));
+}
+
 ExecArgs full_exec_args() {
   ExecArgs a;
   a.argv = {"/bin/echo", "hello", "world"};
@@ -202,6 +216,65 @@ int main(int argc, char** argv) {
     auto body = CreatePollReply(fbb, id, state, o, e, result);
     add("poll_reply", finish_frame(fbb, CreateMessage(fbb, 22, Body::PollReply, body.Union())));
   }
+  // Workers: client <-> supervisor (request ids 25..29), and supervisor <-> worker on the
+  // worker's socketpair (request id 1: the evaluation's number).
+  add("worker_start", frame_of(25, Body::WorkerStart, [](flatbuffers::FlatBufferBuilder& fbb) {
+        auto name = fbb.CreateString("py");
+        auto scope = fbb.CreateString("s-1");
+        auto argv = fbb.CreateVectorOfStrings({"/usr/bin/python3", "-u", "/opt/worker.py"});
+        std::vector<flatbuffers::Offset<EnvVar>> vars = {
+            CreateEnvVar(fbb, fbb.CreateString("LANG"), fbb.CreateString("C.UTF-8")),
+            CreateEnvVar(fbb, fbb.CreateString("EMPTY"), fbb.CreateString(""))};
+        auto env = fbb.CreateVector(vars);
+        auto ws = fbb.CreateVectorOfStrings({"/home/u/project"});
+        return CreateWorkerStart(fbb, name, scope, argv, env, Mode::read_only, Network::allowed, ws, 256u << 20, 64,
+                                 0.5, 60000, true);
+      }));
+  add("worker_started", frame_of(25, Body::WorkerStarted, [](flatbuffers::FlatBufferBuilder& fbb) {
+        return CreateWorkerStarted(fbb, fbb.CreateString("py"), fbb.CreateString("s-1"));
+      }));
+  add("worker_eval", frame_of(26, Body::WorkerEval, [](flatbuffers::FlatBufferBuilder& fbb) {
+        auto name = fbb.CreateString("py");
+        auto scope = fbb.CreateString("s-1");
+        auto request = byte_vector(fbb, "{\"code\": \"1 + host('x')\"}");
+        return CreateWorkerEval(fbb, name, scope, request, 5000, true, true);
+      }));
+  add("host_call", frame_of(26, Body::HostCall, [](flatbuffers::FlatBufferBuilder& fbb) {
+        return CreateHostCall(fbb, 1, byte_vector(fbb, "{\"op\": \"x\"}"));
+      }));
+  add("host_reply", frame_of(26, Body::HostReply, [](flatbuffers::FlatBufferBuilder& fbb) {
+        auto data = byte_vector(fbb, "41");
+        return CreateHostReply(fbb, 1, data, fbb.CreateString("host: x failed"));
+      }));
+  add("worker_eval_result", frame_of(26, Body::WorkerEvalResult, [](flatbuffers::FlatBufferBuilder& fbb) {
+        return CreateWorkerEvalResult(fbb, byte_vector(fbb, "{\"value\": 42}"), 1);
+      }));
+  add("evaluate", frame_of(1, Body::Evaluate, [](flatbuffers::FlatBufferBuilder& fbb) {
+        return CreateEvaluate(fbb, byte_vector(fbb, "{\"code\": \"1 + host('x')\"}"));
+      }));
+  add("eval_reply", frame_of(1, Body::EvalReply, [](flatbuffers::FlatBufferBuilder& fbb) {
+        return CreateEvalReply(fbb, byte_vector(fbb, "{\"value\": 42}"));
+      }));
+  add("worker_stop", frame_of(27, Body::WorkerStop, [](flatbuffers::FlatBufferBuilder& fbb) {
+        return CreateWorkerStop(fbb, fbb.CreateString("py"), fbb.CreateString("s-1"), true);
+      }));
+  add("worker_list_request", frame_of(28, Body::WorkerListRequest, [](flatbuffers::FlatBufferBuilder& fbb) {
+        return CreateWorkerListRequest(fbb, fbb.CreateString("s-1"));
+      }));
+  add("worker_list", frame_of(28, Body::WorkerList, [](flatbuffers::FlatBufferBuilder& fbb) {
+        std::vector<flatbuffers::Offset<WorkerInfo>> infos = {
+            CreateWorkerInfo(fbb, fbb.CreateString("py"), fbb.CreateString("s-1"), fbb.CreateString("idle"), 3,
+                             fbb.CreateVectorOfStrings({"/usr/bin/python3", "-u"}), 4321),
+            CreateWorkerInfo(fbb, fbb.CreateString("echo"), fbb.CreateString("s-2"), fbb.CreateString("state_lost"),
+                             0, 0, 0)};
+        return CreateWorkerList(fbb, fbb.CreateVector(infos));
+      }));
+  add("worker_logs_request", frame_of(29, Body::WorkerLogsRequest, [](flatbuffers::FlatBufferBuilder& fbb) {
+        return CreateWorkerLogsRequest(fbb, fbb.CreateString("py"), fbb.CreateString("s-1"));
+      }));
+  add("worker_logs", frame_of(29, Body::WorkerLogs, [](flatbuffers::FlatBufferBuilder& fbb) {
+        return CreateWorkerLogs(fbb, byte_vector(fbb, "worker ready\nTraceback: none\n"));
+      }));
   add("output_stdout_64", make_output(7, Stream::out, std::string(63, 'o') + "\n"));
   add("output_stderr", make_output(7, Stream::err, "warning: something\n"));
   add("exec_result", exec_result(7, false));

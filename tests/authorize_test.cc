@@ -1,0 +1,115 @@
+// execute_authorized: prepared up to exec, run only on a grant, at most once.
+#include <doctest/doctest.h>
+
+#include "tests/test_util.h"
+#include "worker_proto/messages.h"
+
+using namespace corral;
+using namespace corral::test;
+using namespace std::chrono_literals;
+using proto::Body;
+
+namespace {
+
+std::string count_lines(const std::string& path) {
+  std::string s = read_file(path);
+  return std::to_string(std::count(s.begin(), s.end(), '\n'));
+}
+
+proto::ExecArgs marker_args(const TempDir& d, const std::string& marker) {
+  proto::ExecArgs a;
+  a.shell = "echo ran >> " + marker;
+  a.workspaces = {d.path()};
+  a.authorize = true;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("granted: runs exactly once; denied: nothing ran, exit 77") {
+  Server s;
+  TempDir d;
+  const std::string marker = d.path() + "/marker";
+  auto granted = cli({"exec", "--workspace", d.path(), "--authorize-cmd", "cat > " + d.path() + "/description",
+                      "--json", "--sh", "echo ran >> " + marker},
+                     s.socket());
+  CHECK(granted.exit_code == 0);
+  CHECK(granted.out.find("\"launched\":true") != std::string::npos);
+  CHECK(count_lines(marker) == "1");
+  const std::string description = read_file(d.path() + "/description");
+  CHECK(description.find("\"sh\":\"echo ran >> " + marker + "\"") != std::string::npos);
+  CHECK(description.find("\"mode\":\"workspace-write\"") != std::string::npos);
+  CHECK(description.find("\"network\":\"denied\"") != std::string::npos);
+  CHECK(description.find("\"workspaces\":[\"" + d.path() + "\"]") != std::string::npos);
+
+  auto denied = cli({"exec", "--workspace", d.path(), "--authorize-cmd", "exit 1", "--sh", "echo ran >> " + marker}, s.socket());
+  CHECK(denied.exit_code == 77);
+  CHECK(denied.err.find("not launched") != std::string::npos);
+  CHECK(count_lines(marker) == "1");
+}
+
+TEST_CASE("a grant launches at most once; a late answer is refused") {
+  Server s;
+  TempDir d;
+  const std::string marker = d.path() + "/marker";
+  auto c = s.connect();
+  REQUIRE(c);
+  REQUIRE(c->send(proto::make_exec(5, marker_args(d, marker))));
+  proto::Received r;
+  REQUIRE(c->receive(r, 10000));
+  REQUIRE(r.msg->body_as_AuthorizationRequest());
+  auto grant = [&] {
+    flatbuffers::FlatBufferBuilder fbb(64);
+    auto body = proto::CreateAuthorization(fbb, true);
+    return proto::finish_frame(fbb, proto::CreateMessage(fbb, 5, Body::Authorization, body.Union()));
+  };
+  REQUIRE(c->send(grant()));
+  REQUIRE(c->send(grant()));  // the second grant changes nothing
+  bool result = false, refused = false;
+  while (!(result && refused)) {
+    REQUIRE(c->receive(r, 10000));
+    if (r.msg->body_as_ExecResult()) {
+      CHECK(*r.msg->body_as_ExecResult()->launched());
+      result = true;
+    }
+    if (const auto* e = r.msg->body_as_Error()) {
+      CHECK(e->code() == proto::ErrorCode::unknown_request_id);
+      refused = true;
+    }
+  }
+  std::this_thread::sleep_for(200ms);
+  CHECK(count_lines(marker) == "1");
+}
+
+TEST_CASE("the authorization deadline and the client's disconnect mean not launched") {
+  Server s({"--authorization-deadline", "300ms"});
+  TempDir d;
+  const std::string marker = d.path() + "/marker";
+  {
+    auto c = s.connect();
+    REQUIRE(c);
+    proto::ExecReply reply;
+    // No authorizer: the client never answers (exec() denies only when asked with one).
+    REQUIRE(c->send(proto::make_exec(1, marker_args(d, marker))));
+    proto::Received r;
+    REQUIRE(c->receive(r, 10000));
+    REQUIRE(r.msg->body_as_AuthorizationRequest());
+    CHECK(r.msg->body_as_AuthorizationRequest()->deadline_ms() == 300);
+    REQUIRE(c->receive(r, 10000));  // the deadline passes
+    const auto* res = r.msg->body_as_ExecResult();
+    REQUIRE(res);
+    CHECK_FALSE(*res->launched());
+    CHECK(proto::str(res->message()).find("deadline") != std::string::npos);
+  }
+  {
+    auto c = s.connect();
+    REQUIRE(c);
+    REQUIRE(c->send(proto::make_exec(1, marker_args(d, marker))));
+    proto::Received r;
+    REQUIRE(c->receive(r, 10000));
+    REQUIRE(r.msg->body_as_AuthorizationRequest());
+  }  // gone before answering
+  std::this_thread::sleep_for(500ms);
+  CHECK_FALSE(std::filesystem::exists(marker));
+  CHECK(processes_with(marker).empty());  // the prepared command is gone too
+}
