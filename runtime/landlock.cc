@@ -1,5 +1,7 @@
 #include "runtime/landlock.h"
 
+#include "runtime/probe.h"
+
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -137,11 +139,6 @@ int landlock_restrict(int ruleset_fd) noexcept {
 
 namespace {
 
-struct ProbeReport {
-  int step;  // 0 ok, 1 no_new_privs, 2 restrict, 3 read refused, 4 write not refused
-  int err;
-};
-
 }  // namespace
 
 Status probe_landlock() {
@@ -151,38 +148,19 @@ Status probe_landlock() {
   if (!ruleset.ok()) return ruleset.status();
   const int rfd = ruleset->get();
 
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::from_errno("pipe", errno);
-  UniqueFd rd(fds[0]), wr(fds[1]);
   // The child only makes syscalls (safe after fork in a multithreaded parent).
-  pid_t pid = ::fork();
-  if (pid < 0) return Status::from_errno("fork", errno);
-  if (pid == 0) {
-    ProbeReport r{0, 0};
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-      r = {1, errno};
-    } else if (int err = landlock_restrict(rfd); err != 0) {
-      r = {2, err};
-    } else if (int d = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC); d < 0) {
-      r = {3, errno};
-    } else if (int w = ::open("/dev/null", O_WRONLY | O_CLOEXEC); w >= 0 || errno != EACCES) {
-      r = {4, w >= 0 ? 0 : errno};
-    }
-    ssize_t ignored = ::write(wr.get(), &r, sizeof r);
-    (void)ignored;
-    ::_exit(0);
-  }
-  wr.reset();
-  ProbeReport r{-1, 0};
-  ssize_t n;
-  do n = ::read(rd.get(), &r, sizeof r);
-  while (n < 0 && errno == EINTR);
-  int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  if (n != static_cast<ssize_t>(sizeof r))
-    return Status::error("verify", 0, "probe child died before reporting (wait status " +
-                                          std::to_string(wstatus) + ")");
+  auto report = probe_in_child(
+      [](const void* arg) -> ProbeReport {
+        const int fd = *static_cast<const int*>(arg);
+        if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return {1, errno};
+        if (int err = landlock_restrict(fd); err != 0) return {2, err};
+        if (::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC) < 0) return {3, errno};
+        if (int w = ::open("/dev/null", O_WRONLY | O_CLOEXEC); w >= 0 || errno != EACCES) return {4, w >= 0 ? 0 : errno};
+        return {0, 0};
+      },
+      &rfd);
+  if (!report.ok()) return report.status();
+  const ProbeReport r = *report;
   switch (r.step) {
     case 0: return Status();
     case 1: return Status::from_errno("no_new_privs", r.err);

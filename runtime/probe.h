@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/status.h"
+
 namespace corral {
 
 struct LayerReport {
@@ -12,6 +14,18 @@ struct LayerReport {
   bool available = false;
   std::string reason;     // what was probed, or why it is missing
 };
+
+// What a probe child found: step 0 means every check passed; otherwise the step that failed
+// (the probe's own numbering) and its errno.
+struct ProbeReport {
+  int step = 0;
+  int err = 0;
+};
+
+// Runs `attempt` in a forked child (it must only make syscalls: the parent may have threads)
+// and returns its report. A child that dies before reporting gives a Status with its wait
+// status; fork and pipe failures too.
+StatusOr<ProbeReport> probe_in_child(ProbeReport (*attempt)(const void* arg), const void* arg);
 
 // The guarantees the engine gives every command whatever the host (the isolation layers are
 // probed by SandboxHost::create, sandbox.h).

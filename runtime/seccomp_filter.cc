@@ -18,6 +18,7 @@
 #include <string>
 #include <utility>
 
+#include "runtime/probe.h"
 #include "runtime/unique_fd.h"
 
 namespace corral {
@@ -193,11 +194,6 @@ int install_seccomp(const struct sock_fprog* prog) noexcept {
 
 namespace {
 
-struct ProbeReport {
-  int step;  // 0 ok, 1 install, 2 unshare not refused, 3 socket not refused
-  int err;
-};
-
 }  // namespace
 
 Status probe_seccomp() {
@@ -205,36 +201,18 @@ Status probe_seccomp() {
   if (!program.ok()) return program.status();
   const struct sock_fprog* prog = program->prog();
 
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::from_errno("pipe", errno);
-  UniqueFd rd(fds[0]), wr(fds[1]);
   // The child only makes syscalls (safe after fork in a multithreaded parent).
-  pid_t pid = ::fork();
-  if (pid < 0) return Status::from_errno("fork", errno);
-  if (pid == 0) {
-    ProbeReport r{0, 0};
-    if (int err = install_seccomp(prog); err != 0) {
-      r = {1, err};
-    } else if (::unshare(0) == 0 || errno != EPERM) {
-      r = {2, errno};
-    } else if (int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); s >= 0 || errno != EAFNOSUPPORT) {
-      r = {3, s >= 0 ? 0 : errno};
-    }
-    ssize_t ignored = ::write(wr.get(), &r, sizeof r);
-    (void)ignored;
-    ::_exit(0);
-  }
-  wr.reset();
-  ProbeReport r{-1, 0};
-  ssize_t n;
-  do n = ::read(rd.get(), &r, sizeof r);
-  while (n < 0 && errno == EINTR);
-  int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  if (n != static_cast<ssize_t>(sizeof r))
-    return Status::error("verify", 0, "probe child died before reporting (wait status " +
-                                          std::to_string(wstatus) + ")");
+  auto report = probe_in_child(
+      [](const void* arg) -> ProbeReport {
+        if (int err = install_seccomp(static_cast<const struct sock_fprog*>(arg)); err != 0) return {1, err};
+        if (::unshare(0) == 0 || errno != EPERM) return {2, errno};
+        if (int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); s >= 0 || errno != EAFNOSUPPORT)
+          return {3, s >= 0 ? 0 : errno};
+        return {0, 0};
+      },
+      prog);
+  if (!report.ok()) return report.status();
+  const ProbeReport r = *report;
   switch (r.step) {
     case 0: return Status();
     case 1: return Status::from_errno("install", r.err, "seccomp filter");

@@ -231,24 +231,9 @@ void Connection::on_exec(const proto::Message& msg) {
                : req.background() ? ctx_.scopes->default_for(peer_.uid)
                                   : scope_;
   if (!scope) return;
-  auto spec = to_spec(req, ctx_.options, scope->defaults);
-  if (!spec.ok()) {
-    send_error(id, ErrorCode::invalid_request, spec.status().message());
-    return;
-  }
-  if (Status st = ctx_.host->check(*spec->policy); !st.ok()) {
-    send_error(id, ErrorCode::unsupported, st.message());
-    return;
-  }
-  auto temp = scope->temp_dir();
-  if (!temp.ok()) {
-    send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
-    return;
-  }
-  spec->temp_dir = *temp;
-  spec->host = ctx_.host.get();
-  spec->cgroup_name = "cmd-" + std::to_string(++ctx_.launches);
-  ExecSpec logged = spec.value();
+  auto spec = prepare_spec(id, req, *scope, "cmd-");
+  if (!spec) return;
+  ExecSpec logged = *spec;
   logged.stdin_data.reset();
   auto self = shared_from_this();
 
@@ -280,7 +265,7 @@ void Connection::on_exec(const proto::Message& msg) {
   }
 
   if (req.background()) {
-    auto started = ctx_.background->start(std::move(spec).value(), scope, peer_.uid,
+    auto started = ctx_.background->start(std::move(*spec), scope, peer_.uid,
                                           [this, self, id, logged](const Result& r) { log_launch(id, logged, r); });
     if (!started.ok()) {
       send_error(id, ErrorCode::too_many_requests, started.status().message());
@@ -310,8 +295,30 @@ void Connection::on_exec(const proto::Message& msg) {
     on_exec_done(id, logged, std::move(result));
   };
   ++ctx_.running_commands;
-  auto [it, inserted] = running_.emplace(id, Execution::start(io_, std::move(spec).value(), sink, done));
+  auto [it, inserted] = running_.emplace(id, Execution::start(io_, std::move(*spec), sink, done));
   if (paused_) it->second.pause_output();
+}
+
+std::optional<ExecSpec> Connection::prepare_spec(std::uint64_t id, const proto::ExecRequest& req, Scope& scope,
+                                                const char* cgroup_prefix) {
+  auto spec = to_spec(req, ctx_.options, scope.defaults);
+  if (!spec.ok()) {
+    send_error(id, ErrorCode::invalid_request, spec.status().message());
+    return std::nullopt;
+  }
+  if (Status st = ctx_.host->check(*spec->policy); !st.ok()) {
+    send_error(id, ErrorCode::unsupported, st.message());
+    return std::nullopt;
+  }
+  auto temp = scope.temp_dir();
+  if (!temp.ok()) {
+    send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
+    return std::nullopt;
+  }
+  spec->temp_dir = *temp;
+  spec->host = ctx_.host.get();
+  spec->cgroup_name = cgroup_prefix + std::to_string(++ctx_.launches);
+  return std::move(spec).value();
 }
 
 std::shared_ptr<Scope> Connection::scope_for(std::uint64_t id, const flatbuffers::String* name,

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "runtime/execution.h"
 #include "supervisor/context.h"
@@ -71,6 +72,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void queue(proto::Frame frame, std::function<void()> on_dropped = {});
   // The scope a request names (empty: `fallback`), if this peer may act on it; else sends the
   // Error for `id` and returns null.
+  // The engine's spec for `req` in `scope` (defaults, limits, the host's layers, the temp
+  // dir), or nullopt after sending the Error for `id`.
+  std::optional<ExecSpec> prepare_spec(std::uint64_t id, const proto::ExecRequest& req, Scope& scope, const char* cgroup_prefix);
   std::shared_ptr<Scope> scope_for(std::uint64_t id, const flatbuffers::String* name, const std::shared_ptr<Scope>& fallback);
   void send_error(std::uint64_t id, proto::ErrorCode code, std::string_view message);
   void update_backpressure();

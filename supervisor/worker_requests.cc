@@ -129,31 +129,16 @@ void Connection::on_worker_start(const proto::Message& msg) {
   b.add_pids(req.pids());
   b.add_cpus(req.cpus());
   fbb.Finish(b.Finish());
-  auto spec = to_spec(*flatbuffers::GetRoot<proto::ExecRequest>(fbb.GetBufferPointer()), ctx_.options, scope->defaults);
-  if (!spec.ok()) {
-    send_error(id, ErrorCode::invalid_request, spec.status().message());
-    return;
-  }
-  if (Status st = ctx_.host->check(*spec->policy); !st.ok()) {
-    send_error(id, ErrorCode::unsupported, st.message());
-    return;
-  }
-  auto temp = scope->temp_dir();
-  if (!temp.ok()) {
-    send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
-    return;
-  }
-  if (Status st = check_executable(argv[0], *spec->policy, *temp); !st.ok()) {
+  auto spec = prepare_spec(id, *flatbuffers::GetRoot<proto::ExecRequest>(fbb.GetBufferPointer()), *scope, "worker-");
+  if (!spec) return;
+  if (Status st = check_executable(argv[0], *spec->policy, spec->temp_dir); !st.ok()) {
     send_error(id, ErrorCode::invalid_request, st.message());
     return;
   }
-  spec->temp_dir = *temp;
-  spec->host = ctx_.host.get();
-  spec->cgroup_name = "worker-" + std::to_string(++ctx_.launches);
   const auto idle = req.idle_timeout_ms() ? std::chrono::milliseconds(req.idle_timeout_ms()) : kDefaultIdleTimeout;
   Context* ctx = &ctx_;
   std::weak_ptr<Scope> weak_scope = scope;
-  auto worker = std::make_shared<Worker>(io_, name, scope, peer_.uid, std::move(spec).value(), idle,
+  auto worker = std::make_shared<Worker>(io_, name, scope, peer_.uid, std::move(*spec), idle,
                                          ctx_.options.max_frame, [ctx, key, weak_scope] {
                                            ctx->workers.erase(key);
                                            if (auto s = weak_scope.lock()) --s->worker_count;

@@ -58,11 +58,7 @@ TEST_CASE("a grant launches at most once; a late answer is refused") {
   proto::Received r;
   REQUIRE(c->receive(r, 10000));
   REQUIRE(r.msg->body_as_AuthorizationRequest());
-  auto grant = [&] {
-    flatbuffers::FlatBufferBuilder fbb(64);
-    auto body = proto::CreateAuthorization(fbb, true);
-    return proto::finish_frame(fbb, proto::CreateMessage(fbb, 5, Body::Authorization, body.Union()));
-  };
+  auto grant = [] { return proto::make_authorization(5, true); };
   REQUIRE(c->send(grant()));
   REQUIRE(c->send(grant()));  // the second grant changes nothing
   bool result = false, refused = false;

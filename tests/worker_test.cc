@@ -30,18 +30,17 @@ proto::Frame start_frame(const std::string& name, std::vector<std::string> argv,
 
 proto::Frame eval_frame(std::uint64_t id, const std::string& name, const std::string& request, bool serve = false,
                         bool reset = false, std::uint64_t timeout_ms = 0) {
-  flatbuffers::FlatBufferBuilder fbb(256);
-  auto n = fbb.CreateString(name);
-  auto d = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(request.data()), request.size());
-  auto body = proto::CreateWorkerEval(fbb, n, 0, d, timeout_ms, reset, serve);
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, Body::WorkerEval, body.Union()));
+  proto::WorkerEvalArgs a;
+  a.name = name;
+  a.request = request;
+  a.serve_host_calls = serve;
+  a.reset = reset;
+  a.timeout_ms = timeout_ms;
+  return proto::make_worker_eval(id, a);
 }
 
 proto::Frame host_reply(std::uint64_t id, std::uint64_t call_id, const std::string& data) {
-  flatbuffers::FlatBufferBuilder fbb(128);
-  auto d = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(data.data()), data.size());
-  auto body = proto::CreateHostReply(fbb, call_id, d, 0);
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, Body::HostReply, body.Union()));
+  return proto::make_host_reply(id, call_id, data);
 }
 
 std::string bytes(const flatbuffers::Vector<std::uint8_t>* v) {

@@ -86,12 +86,14 @@ int run_worker_eval(const WorkerOptions& o) {
   std::string error;
   auto client = proto::Client::connect(o.socket, error, "corral-worker-eval");
   if (!client) return complain(kFailed, error);
-  auto frame = worker_frame(1, proto::Body::WorkerEval, o, [&](flatbuffers::FlatBufferBuilder& fbb) {
-    auto name = fbb.CreateString(o.name);
-    auto scope = fbb.CreateString(o.scope);
-    auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(request.data()), request.size());
-    return proto::CreateWorkerEval(fbb, name, scope, data, timeout, o.reset, !o.host_cmd.empty()).Union();
-  });
+  proto::WorkerEvalArgs args;
+  args.name = o.name;
+  args.scope = o.scope;
+  args.request = std::move(request);
+  args.timeout_ms = timeout;
+  args.reset = o.reset;
+  args.serve_host_calls = !o.host_cmd.empty();
+  auto frame = proto::make_worker_eval(1, args);
   if (!client->send(frame)) return complain(kFailed, client->error());
   for (;;) {
     proto::Received r;
@@ -102,12 +104,7 @@ int run_worker_eval(const WorkerOptions& o) {
       std::string_view in;
       if (call->data()) in = {reinterpret_cast<const char*>(call->data()->data()), call->data()->size()};
       if (!run_shell(o.host_cmd, in, out, err)) err = "--host-cmd " + err;
-      flatbuffers::FlatBufferBuilder fbb(out.size() + 128);
-      auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(out.data()), out.size());
-      auto e = err.empty() ? 0 : fbb.CreateString(err);
-      auto body = proto::CreateHostReply(fbb, call->call_id(), data, e);
-      if (!client->send(proto::finish_frame(fbb, proto::CreateMessage(fbb, 1, proto::Body::HostReply, body.Union()))))
-        return complain(kFailed, client->error());
+      if (!client->send(proto::make_host_reply(1, call->call_id(), out, err))) return complain(kFailed, client->error());
       continue;
     }
     if (const proto::Error* e = r.msg->body_as_Error()) {

@@ -167,9 +167,7 @@ bool Client::exec(std::uint64_t request_id, const ExecArgs& args, const ChunkFn&
     }
     if (const AuthorizationRequest* a = r.msg->body_as_AuthorizationRequest()) {
       const bool grant = authorize && authorize(str(a->description()));
-      flatbuffers::FlatBufferBuilder fbb(64);
-      auto body = CreateAuthorization(fbb, grant, grant ? 0 : fbb.CreateString("refused by the client's authorizer"));
-      if (!send(finish_frame(fbb, CreateMessage(fbb, request_id, Body::Authorization, body.Union())))) return false;
+      if (!send(make_authorization(request_id, grant, grant ? "" : "refused by the client's authorizer"))) return false;
       continue;
     }
     if (const OutputChunk* c = r.msg->body_as_OutputChunk()) {

@@ -142,6 +142,27 @@ Frame make_list(std::uint64_t request_id, const FileArgs& a) {
   return finish(fbb, request_id, CreateListRequest(fbb, path, ws, a.max_entries, a.mode, scope));
 }
 
+Frame make_worker_eval(std::uint64_t request_id, const WorkerEvalArgs& a) {
+  flatbuffers::FlatBufferBuilder fbb(256 + a.request.size());
+  auto name = fbb.CreateString(a.name);
+  auto scope = a.scope.empty() ? 0 : fbb.CreateString(a.scope);
+  auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(a.request.data()), a.request.size());
+  return finish(fbb, request_id, CreateWorkerEval(fbb, name, scope, data, a.timeout_ms, a.reset, a.serve_host_calls));
+}
+
+Frame make_host_reply(std::uint64_t request_id, std::uint64_t call_id, std::string_view data, std::string_view error) {
+  flatbuffers::FlatBufferBuilder fbb(128 + data.size());
+  auto bytes = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(data.data()), data.size());
+  auto err = error.empty() ? 0 : fbb.CreateString(error);
+  return finish(fbb, request_id, CreateHostReply(fbb, call_id, bytes, err));
+}
+
+Frame make_authorization(std::uint64_t request_id, bool grant, std::string_view reason) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  auto r = reason.empty() ? 0 : fbb.CreateString(reason);
+  return finish(fbb, request_id, CreateAuthorization(fbb, grant, r));
+}
+
 Frame make_scope_create(std::uint64_t request_id, const ScopeArgs& a) {
   flatbuffers::FlatBufferBuilder fbb(256);
   auto parent = a.parent.empty() ? 0 : fbb.CreateString(a.parent);

@@ -66,6 +66,18 @@ struct ScopeArgs {
   Network network = Network::denied;
   std::vector<std::string> workspaces;
 };
+// Workers and channels.
+struct WorkerEvalArgs {
+  std::string name, scope;
+  std::string request;
+  std::uint64_t timeout_ms = 0;
+  bool reset = false;
+  bool serve_host_calls = false;
+};
+Frame make_worker_eval(std::uint64_t request_id, const WorkerEvalArgs& args);
+Frame make_host_reply(std::uint64_t request_id, std::uint64_t call_id, std::string_view data, std::string_view error = {});
+Frame make_authorization(std::uint64_t request_id, bool grant, std::string_view reason = {});
+
 Frame make_scope_create(std::uint64_t request_id, const ScopeArgs& args);
 Frame make_scope_close(std::uint64_t request_id, const std::string& id);
 Frame make_scope_list(std::uint64_t request_id);
