@@ -95,6 +95,21 @@ int set_writable_bind(int tree) {
 int ensure_target(const char* path, bool is_dir) {
   struct stat st {};
   if (::stat(path, &st) == 0) return 0;
+  // Create the missing parents first (a workspace at /tmp/a/b shows inside the scope's temp
+  // dir, which lacks a/), on a stack copy of the path.
+  char buf[4096];
+  const std::size_t len = std::strlen(path);
+  if (len >= sizeof buf) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  std::memcpy(buf, path, len + 1);
+  for (std::size_t i = 1; i < len; ++i) {
+    if (buf[i] != '/') continue;
+    buf[i] = '\0';
+    if (::mkdir(buf, 0755) < 0 && errno != EEXIST) return -1;
+    buf[i] = '/';
+  }
   if (is_dir) return ::mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1;
   int fd = ::open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return -1;

@@ -1,6 +1,8 @@
 // Connection handlers for workers and their host channels.
 #include <sys/stat.h>
 
+#include <filesystem>
+
 #include <spdlog/spdlog.h>
 
 #include "supervisor/connection.h"
@@ -116,6 +118,15 @@ void Connection::on_worker_start(const proto::Message& msg) {
   std::vector<std::string> workspaces;
   if (req.workspaces())
     for (const auto* w : *req.workspaces()) workspaces.push_back(w ? w->str() : std::string());
+  // The shipped Python worker's files are shown read-only where they are, also when they
+  // live under /tmp (which the sandbox replaces with the scope's temp dir).
+  std::vector<flatbuffers::Offset<proto::Bind>> binds;
+  if (req.python()) {
+    const std::string script_dir = std::filesystem::path(CORRAL_PYTHON_WORKER).parent_path().string();
+    for (const std::string& dir : {script_dir, std::string(CORRAL_PYTHON_DIR)})
+      binds.push_back(proto::CreateBind(fbb, fbb.CreateString(dir), fbb.CreateString(dir), false));
+  }
+  auto binds_off = fbb.CreateVector(binds);
   auto argv_off = fbb.CreateVectorOfStrings(argv);
   auto env_off = fbb.CreateVector(env);
   auto ws_off = fbb.CreateVectorOfStrings(workspaces);
@@ -123,6 +134,7 @@ void Connection::on_worker_start(const proto::Message& msg) {
   b.add_argv(argv_off);
   b.add_env(env_off);
   b.add_workspaces(ws_off);
+  b.add_binds(binds_off);
   b.add_mode(req.mode());
   b.add_network(req.network());
   b.add_memory_bytes(req.memory_bytes());

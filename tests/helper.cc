@@ -65,6 +65,7 @@
 #include <sys/statfs.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -529,6 +530,17 @@ int main(int argc, char** argv) {
     ::signal(sig, SIG_DFL);
     ::raise(sig);
     return 99;
+  }
+  if (action == "spin-wall") {  // busy until SECONDS of wall clock have passed
+    const double seconds = std::atof(arg(2));
+    struct timespec start {}, now {};
+    ::clock_gettime(CLOCK_MONOTONIC, &start);
+    volatile unsigned long spins = 0;
+    do {
+      for (int i = 0; i < 100000; ++i) spins = spins + 1;
+      ::clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9 < seconds);
+    return 0;
   }
   if (action == "sleep") {
     ::usleep(static_cast<useconds_t>(std::atof(arg(2)) * 1e6));
