@@ -1,5 +1,7 @@
 #include "supervisor/exec_request.h"
 
+#include <filesystem>
+
 #include "runtime/units.h"
 #include "worker_proto/messages.h"
 
@@ -78,6 +80,19 @@ StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& o
   if (req.cpus() != 0) policy.caps.cpus = req.cpus();
   if (req.max_file_size()) policy.caps.max_file_size = req.max_file_size();
   if (Status st = normalize(policy); !st.ok()) return st;
+  // A mount point can be created only where the view is writable: under /tmp (the scope's
+  // temp dir) or a writable workspace root; elsewhere the target must already exist.
+  for (const auto& b : policy.binds) {
+    auto beneath = [&](const std::string& root) { return b.target == root || b.target.rfind(root + "/", 0) == 0; };
+    bool creatable = beneath("/tmp");
+    if (policy.mode != Mode::read_only)
+      for (const auto& w : policy.workspaces) creatable |= beneath(w);
+    std::error_code ec;
+    if (!creatable && policy.mode != Mode::danger_full_access && !std::filesystem::exists(b.target, ec))
+      return Status::invalid("--bind target " + b.target +
+                             " does not exist, and the view is read-only outside /tmp and the workspace roots: "
+                             "bind to an existing path or to one under /tmp");
+  }
   // The socket directory is masked at its own path in every sandbox; a bind would show it
   // again at another path, so a bind may not contain it.
   for (const auto& hidden : options.hidden_paths) {

@@ -11,19 +11,24 @@ using namespace std::chrono_literals;
 TEST_CASE("--bind SRC:DST shows a host path elsewhere: ro by default, rw when asked, ro only in read-only mode") {
   Server s;
   TempDir d;
+  ::chmod(d.path().c_str(), 0755);  // readable by the sandbox uid (the file is 0644)
   std::ofstream(d.path() + "/in") << "host file\n";
-  auto ro = cli({"exec", "--bind", d.path() + ":/srv/data", "--sh", "cat /srv/data/in; echo x > /srv/data/new"}, s.socket());
+  auto ro = cli({"exec", "--bind", d.path() + ":/tmp/data", "--sh", "cat /tmp/data/in; echo x > /tmp/data/new"}, s.socket());
   CHECK(ro.out == "host file\n");
   CHECK(ro.err.find("Read-only file system") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(d.path() + "/new"));
-  auto rw = cli({"exec", "--bind", d.path() + ":/srv/data:rw", "--sh", "echo x > /srv/data/new"}, s.socket());
+  auto rw = cli({"exec", "--bind", d.path() + ":/tmp/data:rw", "--sh", "echo x > /tmp/data/new"}, s.socket());
   CHECK(rw.exit_code == 0);
   CHECK(read_file(d.path() + "/new") == "x\n");
-  auto refused = cli({"exec", "--mode", "read-only", "--bind", d.path() + ":/srv/data:rw", "--", "true"}, s.socket());
+  auto refused = cli({"exec", "--mode", "read-only", "--bind", d.path() + ":/tmp/data:rw", "--", "true"}, s.socket());
   CHECK(refused.exit_code == 125);
   CHECK(refused.err.find("not allowed in read-only mode") != std::string::npos);
   auto bad = cli({"exec", "--bind", d.path(), "--", "true"}, s.socket());
   CHECK(bad.exit_code == 2);
+  // Outside /tmp and the workspaces the view is read-only: no mount point can be made there.
+  auto nowhere = cli({"exec", "--bind", d.path() + ":/corral-no-such-target", "--", "true"}, s.socket());
+  CHECK(nowhere.exit_code == 125);
+  CHECK(nowhere.err.find("does not exist") != std::string::npos);
 }
 
 TEST_CASE("--cpus caps the rate: a busy loop gets about half a CPU") {

@@ -91,7 +91,7 @@ struct WorkerOptions {
   bool python = false;
   std::string mode = "workspace-write", net = "denied";
   std::vector<std::string> workspaces;
-  std::string memory, idle_timeout;
+  std::string memory, pids, cpus, idle_timeout;
   std::string request, timeout, host_cmd;  // eval
   bool has_request = false, reset = false;
   bool force = false;  // stop

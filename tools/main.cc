@@ -209,6 +209,8 @@ int main(int argc, char** argv) {
   w_start->add_option("--net", w_opts.net, "network policy, as for exec")->capture_default_str();
   w_start->add_option("--workspace", w_opts.workspaces, "workspace roots (repeatable)");
   w_start->add_option("--memory", w_opts.memory, "memory cap for the worker's tree");
+  w_start->add_option("--pids", w_opts.pids, "cap on the worker's processes and threads");
+  w_start->add_option("--cpus", w_opts.cpus, "CPU rate for the worker, e.g. 0.5");
   w_start->add_option("--idle-timeout", w_opts.idle_timeout, "stop it after this long without evaluations (default 10m)");
   w_start->add_option("program", w_opts.argv, "/ABS/PATH/RUNTIME ARGS... (after --)");
   auto* w_eval = worker_sub("eval", "Evaluate one request (from --request or stdin) and print the reply. Evaluations on "

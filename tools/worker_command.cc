@@ -31,7 +31,18 @@ int run_worker_start(const WorkerOptions& o) {
   if (o.python == !o.argv.empty())
     return complain(kUsage, o.python ? "give --python or -- /ABS/PATH ARGS, not both"
                                      : "no worker program: use --python or -- /ABS/PATH/RUNTIME ARGS...");
-  std::uint64_t memory = 0, idle = 0;
+  std::uint64_t memory = 0, idle = 0, pids = 0;
+  double cpus = 0;
+  if (!o.pids.empty()) {
+    char* end = nullptr;
+    pids = std::strtoull(o.pids.c_str(), &end, 10);
+    if (o.pids[0] == '-' || *end || pids < 1 || pids > 1'000'000) return complain(kUsage, "--pids must be between 1 and 1000000");
+  }
+  if (!o.cpus.empty()) {
+    char* end = nullptr;
+    cpus = std::strtod(o.cpus.c_str(), &end);
+    if (*end || !(cpus > 0) || cpus > 1024) return complain(kUsage, "--cpus must be more than 0 and at most 1024");
+  }
   if (!o.memory.empty()) {
     auto m = parse_size(o.memory);
     if (!m.ok()) return complain(kUsage, "--memory: " + m.status().message());
@@ -57,6 +68,8 @@ int run_worker_start(const WorkerOptions& o) {
     b.add_mode(mode);
     b.add_network(net);
     b.add_memory_bytes(memory);
+    b.add_pids(pids);
+    b.add_cpus(cpus);
     b.add_idle_timeout_ms(idle);
     b.add_python(o.python);
     return b.Finish().Union();
