@@ -97,7 +97,9 @@ TEST_CASE("stop ends a background command; closing a parent scope ends its child
   auto p = cli({"poll", "--json", stopped}, s.socket());
   CHECK(p.out.find("\"state\":\"stopped\"") != std::string::npos);
 
-  // A background command and a foreground one in the child scope; close the parent.
+  // A background command, a foreground one and a worker in the child scope; close the parent.
+  REQUIRE(cli({"worker", "start", "w", "--scope", child, "--", CORRAL_ECHO_WORKER}, s.socket()).exit_code == 0);
+  REQUIRE(processes_with(CORRAL_ECHO_WORKER).size() == 1);
   auto bg = last_line(cli({"exec", "--background", "--scope", child, "--", kHelper, "sleep", "300", marker + "-bg"}, s.socket()).out);
   pid_t fg = spawn_process({kCorral, "exec", "--socket", s.socket(), "--scope", child, "--", kHelper, "sleep", "300", marker + "-fg"});
   REQUIRE(wait_until([&] { return processes_with(marker + "-bg").size() == 1 && processes_with(marker + "-fg").size() >= 1; }, 10s));
@@ -106,6 +108,8 @@ TEST_CASE("stop ends a background command; closing a parent scope ends its child
   const std::string child_dir = listed.substr(at, listed.find('"', at) - at);
   CHECK(cli({"scope", "close", parent}, s.socket()).exit_code == 0);
   CHECK(wait_until([&] { return processes_with(marker + "-bg").empty(); }, 10s));
+  CHECK(wait_until([&] { return processes_with(CORRAL_ECHO_WORKER).empty(); }, 10s));
+  CHECK(cli({"worker", "list", "--json"}, s.socket()).out == "[]\n");
   int status = wait_process(fg, 10s);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 128 + SIGKILL);  // cancelled: killed by SIGKILL

@@ -211,3 +211,16 @@ TEST_CASE("the Python worker through the CLI: state, captured output, host calls
   auto fresh = cli({"worker", "eval", "py", "--reset", "--request", R"j({"code": "1 + 1"})j"}, s.socket());
   CHECK(fresh.out.find(R"j("result": "2")j") != std::string::npos);
 }
+
+TEST_CASE("a scope holds at most 16 workers; the limit is checked before launch") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  for (int i = 0; i < 16; ++i) start(*c, "w" + std::to_string(i), {kEcho});
+  proto::Received r;
+  REQUIRE(c->call(1, start_frame("one-too-many", {kEcho}), r));
+  REQUIRE(r.msg->body_as_Error());
+  CHECK(r.msg->body_as_Error()->code() == ErrorCode::too_many_requests);
+  CHECK(proto::str(r.msg->body_as_Error()->message()).find("the limit is 16") != std::string::npos);
+  CHECK(processes_with(kEcho).size() == 16);
+}
