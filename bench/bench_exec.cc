@@ -1,166 +1,44 @@
-// One command end to end through a real supervisor, against its floor, measured in one run.
+// One command end to end through a real supervisor, against its floor and against bubblewrap,
+// measured in one run.
 //   BM_SpawnFloor       posix_spawn("/bin/true") + waitpid: the least running that program costs.
+//   BM_Bwrap            posix_spawn + waitpid of `bwrap --unshare-all --die-with-parent
+//                       --ro-bind / / --dev /dev --proc /proc /bin/true`: the usual tool's price
+//                       for comparable isolation (all namespaces, network included).
 //   BM_ExecEndToEnd     Client::exec(id, {argv = {"/bin/true"}}) to its final reply, default
-//                       policy, over one connection to `corral serve --socket DIR/b.sock`,
-//                       started once as our child.
-// The others split the difference between those two (they are not the headline ratio):
+//                       policy (workspace_write, network denied, every layer on), over one
+//                       connection to `corral serve --socket DIR/b.sock`, started once as our child.
+// The others split the difference (they are not the headline ratios):
 //   BM_SpawnPipesFloor  the floor plus what the engine needs around any child: stdin from
 //                       /dev/null, stdout and stderr pipes read to EOF.
 //   BM_StatusRoundTrip  a StatusRequest to its reply on the same connection: the wire and
 //                       dispatch cost of one request, without a process.
-//   BM_ExecNetAllowed   end to end with network allowed (no network namespace).
-//   BM_ExecFullAccess   end to end with danger_full_access and network allowed.
+//   BM_Exec*            end to end in each mode (read_only, workspace_write, danger_full_access)
+//                       with network denied (a fresh network namespace) and allowed (none):
+//                       BM_ExecReadOnly, BM_ExecReadOnlyNetAllowed, BM_ExecEndToEnd,
+//                       BM_ExecNetAllowed, BM_ExecFullAccessNetDenied, BM_ExecFullAccess.
 // All use real time and report the p50/p90/p99 of single calls (µs) as counters. After the
-// run, main() prints each one's ratio to the floor, from this run's figures.
-// The supervisor is stopped with SIGTERM and reaped at exit (and gets SIGTERM if we die).
-#include <benchmark/benchmark.h>
+// run, main() prints the ratios to the floor and to bwrap, and the mode x network matrix, from
+// this run's figures. The supervisor is stopped with SIGTERM and reaped at exit (and gets
+// SIGTERM if we die).
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <spawn.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <map>
-#include <memory>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "worker_proto/client.h"
+#include "bench/bench_util.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-namespace proto = corral::proto;
+using namespace corral::bench;
 
 const char* const kProgram = "/bin/true";
-
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
-  return "status " + std::to_string(status);
-}
-
-// A `corral serve` child on a private socket, with one connected client.
-class Supervisor {
- public:
-  static std::unique_ptr<Supervisor> start(std::string& error) {
-    std::string dir = "/tmp/corral-bench-XXXXXX";
-    if (!::mkdtemp(dir.data())) {
-      error = "mkdtemp failed";
-      return nullptr;
-    }
-    auto s = std::unique_ptr<Supervisor>(new Supervisor(dir));
-    const int log = ::open(s->log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (log < 0) {
-      error = "cannot open " + s->log_;
-      return nullptr;
-    }
-    const pid_t parent = ::getpid();
-    s->pid_ = ::fork();
-    if (s->pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != parent) ::_exit(126);
-      ::dup2(log, 1);
-      ::dup2(log, 2);
-      const char* argv[] = {CORRAL_BINARY, "serve", "--socket", s->socket_.c_str(), nullptr};
-      ::execv(CORRAL_BINARY, const_cast<char* const*>(argv));
-      ::_exit(127);
-    }
-    ::close(log);
-    if (s->pid_ < 0) {
-      error = "fork failed";
-      return nullptr;
-    }
-    // Ready when the socket accepts a connection and answers the hello.
-    const auto deadline = Clock::now() + std::chrono::seconds(10);
-    while (!(s->client_ = proto::Client::connect(s->socket_, error, "bench_exec"))) {
-      int status = 0;
-      if (::waitpid(s->pid_, &status, WNOHANG) == s->pid_) {
-        s->pid_ = -1;
-        error = "corral serve exited early (" + describe_status(status) + "); its log:\n" + s->log_text();
-        return nullptr;
-      }
-      if (Clock::now() > deadline) {
-        error = "corral serve did not accept within 10 s (" + error + "); its log:\n" + s->log_text();
-        return nullptr;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return s;
-  }
-
-  ~Supervisor() {
-    client_.reset();
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int status = 0;
-      const auto deadline = Clock::now() + std::chrono::seconds(5);
-      while (::waitpid(pid_, &status, WNOHANG) == 0) {
-        if (Clock::now() > deadline) {
-          std::cerr << "bench_exec: corral serve ignored SIGTERM for 5 s; killing it\n";
-          ::kill(pid_, SIGKILL);
-          ::waitpid(pid_, &status, 0);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        std::cerr << "bench_exec: corral serve ended with " << describe_status(status) << "; its log:\n" << log_text();
-    }
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
-
-  proto::Client& client() { return *client_; }
-
- private:
-  explicit Supervisor(std::string dir) : dir_(dir), socket_(dir + "/b.sock"), log_(dir + "/serve.log") {}
-  std::string log_text() const {
-    std::ifstream in(log_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
-  std::string dir_, socket_, log_;
-  pid_t pid_ = -1;
-  std::unique_ptr<proto::Client> client_;
-};
-
-std::unique_ptr<Supervisor> g_supervisor;
-std::string g_supervisor_error;
-bool g_supervisor_tried = false;
-
-// Per-call latencies (µs) -> p50/p90/p99 counters.
-class Latencies {
- public:
-  explicit Latencies(benchmark::State& state) : state_(state) { us_.reserve(4096); }
-  void add(Clock::duration d) { us_.push_back(std::chrono::duration<double, std::micro>(d).count()); }
-  ~Latencies() {
-    if (us_.empty()) return;
-    std::sort(us_.begin(), us_.end());
-    auto at = [&](double q) { return us_[static_cast<std::size_t>(q * static_cast<double>(us_.size() - 1))]; };
-    state_.counters["p50_us"] = at(0.50);
-    state_.counters["p90_us"] = at(0.90);
-    state_.counters["p99_us"] = at(0.99);
-  }
-
- private:
-  benchmark::State& state_;
-  std::vector<double> us_;
-};
+const char* const kBwrap = "/usr/bin/bwrap";
 
 void BM_SpawnFloor(benchmark::State& state) {
   char* argv[] = {const_cast<char*>(kProgram), nullptr};
@@ -236,19 +114,32 @@ void BM_SpawnPipesFloor(benchmark::State& state) {
 }
 BENCHMARK(BM_SpawnPipesFloor)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-Supervisor* supervisor(benchmark::State& state) {
-  if (!g_supervisor_tried) {
-    g_supervisor_tried = true;
-    g_supervisor = Supervisor::start(g_supervisor_error);
+// bubblewrap with every namespace, as a sandboxing tool is usually run for one command.
+void BM_Bwrap(benchmark::State& state) {
+  if (::access(kBwrap, X_OK) != 0) {
+    state.SkipWithError("no /usr/bin/bwrap (tools/setup.sh installs bubblewrap)");
+    return;
   }
-  if (!g_supervisor) state.SkipWithError(("cannot start corral serve: " + g_supervisor_error).c_str());
-  return g_supervisor.get();
+  const std::vector<const char*> argv = {kBwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
+                                         "--dev", "/dev", "--proc", "/proc", kProgram};
+  Latencies lat(state);
+  std::string error;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    const bool ok = spawn_wait(argv, error);
+    lat.add(Clock::now() - t0);
+    if (!ok) {
+      state.SkipWithError(error.c_str());
+      break;
+    }
+  }
 }
+BENCHMARK(BM_Bwrap)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 std::uint64_t g_next_id = 1;
 
 void BM_StatusRoundTrip(benchmark::State& state) {
-  Supervisor* s = supervisor(state);
+  Supervisor* s = supervisor(state, "bench_exec");
   if (!s) return;
   proto::Client& client = s->client();
   Latencies lat(state);
@@ -269,7 +160,7 @@ void BM_StatusRoundTrip(benchmark::State& state) {
 BENCHMARK(BM_StatusRoundTrip)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 void exec_loop(benchmark::State& state, const proto::ExecArgs& args) {
-  Supervisor* s = supervisor(state);
+  Supervisor* s = supervisor(state, "bench_exec");
   if (!s) return;
   proto::Client& client = s->client();
   Latencies lat(state);
@@ -292,6 +183,14 @@ void exec_loop(benchmark::State& state, const proto::ExecArgs& args) {
   }
 }
 
+proto::ExecArgs exec_args(proto::Mode mode, proto::Network network) {
+  proto::ExecArgs args;
+  args.argv = {kProgram};
+  args.mode = mode;
+  args.network = network;
+  return args;
+}
+
 // The default policy, as a client that sets nothing gets it: workspace_write, network denied.
 void BM_ExecEndToEnd(benchmark::State& state) {
   proto::ExecArgs args;
@@ -300,92 +199,103 @@ void BM_ExecEndToEnd(benchmark::State& state) {
 }
 BENCHMARK(BM_ExecEndToEnd)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-// The same with network allowed: no network namespace to create and tear down.
+// workspace_write with network allowed: no network namespace to create and tear down.
 void BM_ExecNetAllowed(benchmark::State& state) {
-  proto::ExecArgs args;
-  args.argv = {kProgram};
-  args.network = proto::Network::allowed;
-  exec_loop(state, args);
+  exec_loop(state, exec_args(proto::Mode::workspace_write, proto::Network::allowed));
 }
 BENCHMARK(BM_ExecNetAllowed)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
+void BM_ExecReadOnly(benchmark::State& state) {
+  exec_loop(state, exec_args(proto::Mode::read_only, proto::Network::denied));
+}
+BENCHMARK(BM_ExecReadOnly)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void BM_ExecReadOnlyNetAllowed(benchmark::State& state) {
+  exec_loop(state, exec_args(proto::Mode::read_only, proto::Network::allowed));
+}
+BENCHMARK(BM_ExecReadOnlyNetAllowed)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// danger_full_access: no mount view restrictions beyond the namespaces, no Landlock.
+void BM_ExecFullAccessNetDenied(benchmark::State& state) {
+  exec_loop(state, exec_args(proto::Mode::danger_full_access, proto::Network::denied));
+}
+BENCHMARK(BM_ExecFullAccessNetDenied)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
 // danger_full_access and network allowed: the least confinement the supervisor offers.
 void BM_ExecFullAccess(benchmark::State& state) {
-  proto::ExecArgs args;
-  args.argv = {kProgram};
-  args.mode = proto::Mode::danger_full_access;
-  args.network = proto::Network::allowed;
-  exec_loop(state, args);
+  exec_loop(state, exec_args(proto::Mode::danger_full_access, proto::Network::allowed));
 }
 BENCHMARK(BM_ExecFullAccess)->UseRealTime()->Unit(benchmark::kMicrosecond);
-
-// The console output, plus each benchmark's real time per call and p50 (the median over
-// repetitions when --benchmark_repetitions is given), for the ratio.
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  using ConsoleReporter::ConsoleReporter;
-  struct Figures {
-    double mean_us = 0, p50_us = 0;
-    bool ok = false, from_median = false;
-  };
-
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const auto& r : runs) {
-      if (r.error_occurred) continue;
-      const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
-      Figures& f = figures_[r.run_name.function_name];
-      if (r.run_type == Run::RT_Aggregate && !median) continue;
-      if (r.run_type == Run::RT_Iteration && f.from_median) continue;
-      f.mean_us = r.GetAdjustedRealTime();  // both benchmarks report in µs
-      auto p50 = r.counters.find("p50_us");
-      f.p50_us = p50 == r.counters.end() ? 0 : p50->second.value;
-      f.ok = true;
-      f.from_median = median;
-    }
-  }
-
-  const Figures* find(const std::string& name) const {
-    auto it = figures_.find(name);
-    return it == figures_.end() || !it->second.ok ? nullptr : &it->second;
-  }
-
- private:
-  std::map<std::string, Figures> figures_;
-};
 
 }  // namespace
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  // Colour only on a terminal: a custom display reporter does not see --benchmark_color.
-  RatioReporter reporter(::isatty(STDOUT_FILENO) ? benchmark::ConsoleReporter::OO_ColorTabular
-                                                 : benchmark::ConsoleReporter::OO_Tabular);
+  RatioReporter reporter(console_options());
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
-  g_supervisor.reset();  // SIGTERM, reap, remove the socket dir
+  std::vector<corral::proto::LayerInfo> layers;
+  if (g_shared.s) layers = g_shared.s->client().layers();
+  stop_supervisor();
 
+  if (!layers.empty()) {
+    std::printf("\nsupervisor layers:");
+    for (const auto& l : layers) std::printf(" %s%s", l.name.c_str(), l.available ? "" : "(unavailable)");
+    std::printf("\n");
+  }
   const auto* floor = reporter.find("BM_SpawnFloor");
   const auto* e2e = reporter.find("BM_ExecEndToEnd");
+  const auto* bwrap = reporter.find("BM_Bwrap");
   if (!floor || !e2e) {
     std::cout << "ratio: needs both BM_SpawnFloor and BM_ExecEndToEnd in the same run\n";
     return (floor || e2e) ? 0 : 1;
   }
-  std::printf("\nper call (real time%s)            mean us    p50 us   /floor mean  /floor p50\n",
+  std::printf("\nper call (real time%s)            mean us    p50 us    p99 us  /floor mean  /floor p50\n",
               floor->from_median ? ", medians of the repetitions" : "");
   const std::pair<const char*, const char*> rows[] = {
-      {"BM_SpawnFloor", "floor: posix_spawn+waitpid"},   {"BM_SpawnPipesFloor", "floor + pipes"},
-      {"BM_StatusRoundTrip", "status round trip"},       {"BM_ExecFullAccess", "exec, full access, net"},
-      {"BM_ExecNetAllowed", "exec, default, net allowed"}, {"BM_ExecEndToEnd", "exec, default policy"},
+      {"BM_SpawnFloor", "floor: posix_spawn+waitpid"},
+      {"BM_SpawnPipesFloor", "floor + pipes"},
+      {"BM_StatusRoundTrip", "status round trip"},
+      {"BM_Bwrap", "bwrap --unshare-all /bin/true"},
+      {"BM_ExecFullAccess", "exec, full access, net allowed"},
+      {"BM_ExecFullAccessNetDenied", "exec, full access, net denied"},
+      {"BM_ExecReadOnlyNetAllowed", "exec, read-only, net allowed"},
+      {"BM_ExecReadOnly", "exec, read-only, net denied"},
+      {"BM_ExecNetAllowed", "exec, workspace, net allowed"},
+      {"BM_ExecEndToEnd", "exec, default (workspace, denied)"},
   };
   for (const auto& [name, label] : rows) {
     const auto* f = reporter.find(name);
     if (!f) continue;
-    std::printf("%-36s %9.1f %9.1f %11.2fx %10.2fx\n", label, f->mean_us, f->p50_us, f->mean_us / floor->mean_us,
-                f->p50_us / floor->p50_us);
+    std::printf("%-36s %9.1f %9.1f %9.1f %11.2fx %10.2fx\n", label, f->mean_us, f->p50_us, f->p99_us,
+                f->mean_us / floor->mean_us, f->p50_us / floor->p50_us);
   }
-  std::printf("ratio end-to-end/floor (%s): %.2fx (mean), %.2fx (p50); aim <= 1.25x\n", kProgram,
+
+  // Mode x network: what each layer adds. Denied - allowed is the network namespace's price.
+  struct ModeRow {
+    const char* label;
+    const char* denied;
+    const char* allowed;
+  };
+  const ModeRow modes[] = {{"read-only", "BM_ExecReadOnly", "BM_ExecReadOnlyNetAllowed"},
+                           {"workspace-write", "BM_ExecEndToEnd", "BM_ExecNetAllowed"},
+                           {"danger-full-access", "BM_ExecFullAccessNetDenied", "BM_ExecFullAccess"}};
+  std::printf("\nexec p50 us (mean us)     net denied            net allowed           net namespace adds\n");
+  for (const auto& m : modes) {
+    const auto* d = reporter.find(m.denied);
+    const auto* a = reporter.find(m.allowed);
+    if (!d || !a) continue;
+    std::printf("%-22s %8.1f (%8.1f)  %8.1f (%8.1f)  %8.1f (%8.1f)\n", m.label, d->p50_us, d->mean_us, a->p50_us,
+                a->mean_us, d->p50_us - a->p50_us, d->mean_us - a->mean_us);
+  }
+
+  std::printf("\nratio end-to-end/floor (%s): %.2fx (mean), %.2fx (p50); aim <= 1.25x\n", kProgram,
               e2e->mean_us / floor->mean_us, e2e->p50_us / floor->p50_us);
+  if (bwrap)
+    std::printf("ratio default execute/bwrap: %.2fx (mean), %.2fx (p50); aim <= 0.4x\n", e2e->mean_us / bwrap->mean_us,
+                e2e->p50_us / bwrap->p50_us);
+  else
+    std::printf("ratio default execute/bwrap: needs BM_Bwrap in the same run\n");
   return 0;
 }

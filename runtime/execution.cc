@@ -357,7 +357,8 @@ struct Execution::State : std::enable_shared_from_this<State> {
     ss.fds = {{stdin_read.get(), 0}, {out_pipe->write.get(), 1}, {err_pipe->write.get(), 2}};
     if (extra) ss.fds.push_back({extra.get(), 3});
     if (spec.policy) {
-      auto launched = spec.host->launch(ss, *spec.policy, spec.temp_dir, spec.cgroup_name, spec.hold_for_authorization);
+      auto launched = spec.host->launch(ss, *spec.policy, spec.temp_dir, spec.cgroup_name, spec.hold_for_authorization,
+                                        spec.netns_fd);
       if (!launched.ok()) return fail_setup(launched.status());
       sandbox.emplace(std::move(launched).value());
       process = std::move(sandbox->init);

@@ -55,6 +55,7 @@ struct ExecSpec {
   std::optional<Policy> policy;
   const SandboxHost* host = nullptr;
   std::string cgroup_name;  // unique per command, e.g. "cmd-42"
+  int netns_fd = -1;        // network denied: the scope's network namespace (borrowed), -1 fresh
 
   // Authorized launch (sandboxed only): the command is prepared up to exec, then
   // `on_prepared` runs (on the io_context's thread) and nothing executes until authorize().

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -66,9 +68,15 @@ int probe_clone(int flags, int (*fn)(void*) = nullptr, void* arg = nullptr) {
   return EINTR;
 }
 
+// Brings the current network namespace's loopback up; 0 or an errno.
 int probe_loopback(void*) {
-  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return errno;
+  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!s) return errno;
+  struct ifreq ifr {};
+  std::memcpy(ifr.ifr_name, "lo", 3);
+  if (::ioctl(s.get(), SIOCGIFFLAGS, &ifr) < 0) return errno;
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  if (::ioctl(s.get(), SIOCSIFFLAGS, &ifr) < 0) return errno;
   return 0;
 }
 
@@ -83,7 +91,22 @@ struct SandboxHost::Impl {
   std::optional<SeccompProgram> seccomp_denied, seccomp_allowed;
   std::map<std::string, LayerReport> by_name;
   bool idmap = false;
+  UniqueFd host_netns;  // ours, to come back to after cloning into a scope's namespace
 };
+
+StatusOr<UniqueFd> SandboxHost::make_network_namespace() const {
+  if (!root_ || !impl_->host_netns) return Status::error("netns", EPERM, "shared network namespaces need a root supervisor");
+  if (::unshare(CLONE_NEWNET) < 0) return Status::from_errno("netns", errno, "unshare(CLONE_NEWNET)");
+  UniqueFd ns(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  const int open_errno = errno;
+  int lo_errno = probe_loopback(nullptr);
+  // Back to our own namespace whatever happened: a supervisor left in the wrong one would be
+  // wrong for everything after.
+  if (::setns(impl_->host_netns.get(), CLONE_NEWNET) < 0) std::abort();
+  if (!ns) return Status::from_errno("netns", open_errno, "/proc/thread-self/ns/net");
+  if (lo_errno) return Status::from_errno("netns", lo_errno, "bringing the loopback up");
+  return ns;
+}
 
 SandboxHost::~SandboxHost() = default;
 
@@ -92,6 +115,7 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
   host->options_ = std::move(options);
   host->root_ = ::geteuid() == 0;
   host->impl_ = std::make_unique<Impl>();
+  host->impl_->host_netns.reset(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
   auto& layers = host->layers_;
   auto add = [&](std::string name, bool ok, std::string reason) {
     layers.push_back({std::move(name), ok, std::move(reason)});
@@ -285,7 +309,7 @@ Status SandboxLaunch::release() {
 }
 
 StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy& policy, const std::string& temp_dir,
-                                            const std::string& name, bool hold) const {
+                                            const std::string& name, bool hold, int netns_fd) const {
   if (spec.argv.empty() || spec.argv[0].empty()) return Status::invalid("empty argv");
   if (Status st = check(policy); !st.ok()) return st;
   const bool full = policy.mode == Mode::danger_full_access;
@@ -319,7 +343,8 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   p.inside_uid = root_ ? 0 : ::geteuid();
   p.inside_gid = root_ ? 0 : ::getegid();
   p.drop_groups = root_;
-  p.new_net = policy.network == Network::denied;
+  const bool join_net = policy.network == Network::denied && netns_fd >= 0 && root_ && impl_->host_netns;
+  p.new_net = policy.network == Network::denied && !join_net;
   p.new_mount = true;
   p.full_access = full;
   p.landlock_fd = -1;
@@ -398,7 +423,9 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   limits.pids = policy.caps.pids;
   limits.cpus = policy.caps.cpus;
   const CgroupCapabilities& cg = impl_->cgroups->capabilities();
-  if (policy.caps.any_cgroup() || cg.kill || cg.memory) {
+  // Only for caps: the PID namespace already ends the whole tree, and a cgroup per command
+  // costs a mkdir and rmdir in every hierarchy.
+  if (policy.caps.any_cgroup()) {
     auto group = impl_->cgroups->create_group(name, limits);
     if (!group.ok()) {
       if (policy.caps.any_cgroup()) return group.status();  // asked for: refuse
@@ -431,9 +458,15 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   if (stack == MAP_FAILED) return Status::from_errno("mmap", errno, "init stack");
   int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD;
   if (p.new_net) flags |= CLONE_NEWNET;
+  // The scope's network namespace: the child is born in whatever namespace we are in.
+  if (join_net && ::setns(netns_fd, CLONE_NEWNET) < 0) {
+    ::munmap(stack, kInitStackBytes);
+    return Status::from_errno("netns", errno, "joining the scope's network namespace");
+  }
   int pidfd = -1;
   pid_t pid = ::clone(sandbox::init_main, static_cast<char*>(stack) + kInitStackBytes, flags, &p, &pidfd);
   int clone_errno = errno;
+  if (join_net && ::setns(impl_->host_netns.get(), CLONE_NEWNET) < 0) std::abort();
   ::munmap(stack, kInitStackBytes);  // the child has its own copy of the mapping
   if (pid < 0) return Status::from_errno("clone", clone_errno, "(user, mount, PID, IPC, UTS namespaces)");
   out.init = Process(pid, UniqueFd(pidfd));
@@ -513,7 +546,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   out.report = std::move(report_read);
   for (const char* l : {"user-ns", "mount-ns", "pid-ns", "ipc-ns", "uts-ns", "mount-view", "seccomp", "caps-dropped", "rlimits"})
     out.enforced.push_back(l);
-  if (p.new_net) out.enforced.push_back("net-ns");
+  if (policy.network == Network::denied) out.enforced.push_back("net-ns");
   if (!idmap_binds.empty()) out.enforced.push_back("idmapped-mounts");
   if (out.cgroup) {
     if (policy.caps.memory_bytes) out.enforced.push_back("cgroup-memory");

@@ -318,6 +318,7 @@ std::optional<ExecSpec> Connection::prepare_spec(std::uint64_t id, const proto::
   spec->temp_dir = *temp;
   spec->host = ctx_.host.get();
   spec->cgroup_name = cgroup_prefix + std::to_string(++ctx_.launches);
+  if (spec->policy->network == Network::denied) spec->netns_fd = scope.network_namespace();
   return std::move(spec).value();
 }
 

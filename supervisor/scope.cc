@@ -1,6 +1,7 @@
 #include "supervisor/scope.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -13,6 +14,7 @@ Scope::Scope(std::string id, uid_t owner, std::string temp_root, const SandboxHo
 
 Scope::~Scope() {
   close();
+  if (netns_ >= 0) ::close(netns_);
   if (!dir_.empty()) {
     std::error_code ec;
     // remove_all does not follow symlinks: a link planted in the dir is removed, not its target.
@@ -30,6 +32,17 @@ StatusOr<std::string> Scope::temp_dir() {
     if (Status st = host_->adopt_temp_dir(dir_); !st.ok()) return st;
   }
   return dir_;
+}
+
+int Scope::network_namespace() {
+  if (netns_ == -2) {
+    netns_ = -1;
+    if (host_) {
+      auto ns = host_->make_network_namespace();
+      if (ns.ok()) netns_ = ns->release();
+    }
+  }
+  return netns_;
 }
 
 std::uint64_t Scope::attach(std::function<void()> terminate) {

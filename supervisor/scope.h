@@ -47,6 +47,11 @@ class Scope : public std::enable_shared_from_this<Scope> {
   // Host path of the temp dir if it exists, else empty.
   const std::string& temp_dir_if_any() const { return dir_; }
 
+  // The network namespace this scope's network-denied commands share (made on first use;
+  // -1 where the host cannot share one: each command then gets its own). Never shared
+  // between scopes.
+  int network_namespace();
+
   // Something that must end when the scope closes. The token removes it again.
   std::uint64_t attach(std::function<void()> terminate);
   void detach(std::uint64_t token);
@@ -69,6 +74,7 @@ class Scope : public std::enable_shared_from_this<Scope> {
   std::string temp_root_;
   const SandboxHost* host_;
   std::string dir_;
+  int netns_ = -2;  // -2: not tried yet; -1: not available
   bool closed_ = false;
   std::uint64_t next_token_ = 1;
   std::map<std::uint64_t, std::function<void()>> hooks_;

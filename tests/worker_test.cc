@@ -98,7 +98,7 @@ TEST_CASE("a deadline poisons the worker and kills it; reset recovers") {
   start(*c, "slow", {kEcho});
   auto r = eval(*c, 2, "slow", "sleep:30", false, 300);
   CHECK(r.rfind("error:eval_timeout:", 0) == 0);
-  CHECK(processes_with(kEcho).empty());
+  CHECK(wait_until([] { return processes_with(kEcho).empty(); }, 5s));  // killed (SIGKILL is asynchronous)
   CHECK(eval(*c, 3, "slow", "echo").rfind("error:state_lost:", 0) == 0);
   CHECK(eval(*c, 4, "slow", "count", true) == "1");
 }

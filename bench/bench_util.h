@@ -1,0 +1,235 @@
+// Helpers shared by bench_exec and bench_eval:
+//   Supervisor     a `corral serve` child on a private socket with one connected client,
+//                  started once on first use, stopped (SIGTERM, reaped) by stop_supervisor()
+//   Latencies      per-call latencies -> p50/p90/p99 counters (µs)
+//   spawn_wait     posix_spawn + waitpid of one argv, the floor of running a program
+//   RatioReporter  the console output, keeping each benchmark's figures for main()'s ratios
+// Header-only, one translation unit per benchmark binary. CORRAL_BINARY must be defined.
+#pragma once
+
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "worker_proto/client.h"
+
+namespace corral::bench {
+
+using Clock = std::chrono::steady_clock;
+namespace proto = corral::proto;
+
+inline std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+// A `corral serve` child on a private socket, with one connected client.
+class Supervisor {
+ public:
+  static std::unique_ptr<Supervisor> start(std::string& error, const char* client_name) {
+    std::string dir = "/tmp/corral-bench-XXXXXX";
+    if (!::mkdtemp(dir.data())) {
+      error = "mkdtemp failed";
+      return nullptr;
+    }
+    auto s = std::unique_ptr<Supervisor>(new Supervisor(dir));
+    const int log = ::open(s->log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (log < 0) {
+      error = "cannot open " + s->log_;
+      return nullptr;
+    }
+    const pid_t parent = ::getpid();
+    s->pid_ = ::fork();
+    if (s->pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != parent) ::_exit(126);
+      ::dup2(log, 1);
+      ::dup2(log, 2);
+      const char* argv[] = {CORRAL_BINARY, "serve", "--socket", s->socket_.c_str(), nullptr};
+      ::execv(CORRAL_BINARY, const_cast<char* const*>(argv));
+      ::_exit(127);
+    }
+    ::close(log);
+    if (s->pid_ < 0) {
+      error = "fork failed";
+      return nullptr;
+    }
+    // Ready when the socket accepts a connection and answers the hello.
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (!(s->client_ = proto::Client::connect(s->socket_, error, client_name))) {
+      int status = 0;
+      if (::waitpid(s->pid_, &status, WNOHANG) == s->pid_) {
+        s->pid_ = -1;
+        error = "corral serve exited early (" + describe_status(status) + "); its log:\n" + s->log_text();
+        return nullptr;
+      }
+      if (Clock::now() > deadline) {
+        error = "corral serve did not accept within 10 s (" + error + "); its log:\n" + s->log_text();
+        return nullptr;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return s;
+  }
+
+  ~Supervisor() {
+    client_.reset();
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      const auto deadline = Clock::now() + std::chrono::seconds(5);
+      while (::waitpid(pid_, &status, WNOHANG) == 0) {
+        if (Clock::now() > deadline) {
+          std::cerr << "bench: corral serve ignored SIGTERM for 5 s; killing it\n";
+          ::kill(pid_, SIGKILL);
+          ::waitpid(pid_, &status, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        std::cerr << "bench: corral serve ended with " << describe_status(status) << "; its log:\n" << log_text();
+    }
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  proto::Client& client() { return *client_; }
+  std::string log_text() const {
+    std::ifstream in(log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  explicit Supervisor(std::string dir) : dir_(dir), socket_(dir + "/b.sock"), log_(dir + "/serve.log") {}
+
+  std::string dir_, socket_, log_;
+  pid_t pid_ = -1;
+  std::unique_ptr<proto::Client> client_;
+};
+
+// The one supervisor of a benchmark binary: started by the first benchmark that needs it.
+struct SharedSupervisor {
+  std::unique_ptr<Supervisor> s;
+  std::string error;
+  bool tried = false;
+};
+inline SharedSupervisor g_shared;
+
+inline Supervisor* supervisor(benchmark::State& state, const char* client_name) {
+  if (!g_shared.tried) {
+    g_shared.tried = true;
+    g_shared.s = Supervisor::start(g_shared.error, client_name);
+  }
+  if (!g_shared.s) state.SkipWithError(("cannot start corral serve: " + g_shared.error).c_str());
+  return g_shared.s.get();
+}
+inline void stop_supervisor() { g_shared.s.reset(); }  // SIGTERM, reap, remove the socket dir
+
+// Per-call latencies (µs) -> p50/p90/p99 counters.
+class Latencies {
+ public:
+  explicit Latencies(benchmark::State& state) : state_(state) { us_.reserve(4096); }
+  void add(Clock::duration d) { us_.push_back(std::chrono::duration<double, std::micro>(d).count()); }
+  ~Latencies() {
+    if (us_.empty()) return;
+    std::sort(us_.begin(), us_.end());
+    auto at = [&](double q) { return us_[static_cast<std::size_t>(q * static_cast<double>(us_.size() - 1))]; };
+    state_.counters["p50_us"] = at(0.50);
+    state_.counters["p90_us"] = at(0.90);
+    state_.counters["p99_us"] = at(0.99);
+  }
+
+ private:
+  benchmark::State& state_;
+  std::vector<double> us_;
+};
+
+// posix_spawn(argv[0]) with an empty environment, then waitpid: the least running it costs.
+// Returns false (with `error`) unless it exited 0.
+inline bool spawn_wait(const std::vector<const char*>& args, std::string& error) {
+  std::vector<char*> argv;
+  for (const char* a : args) argv.push_back(const_cast<char*>(a));
+  argv.push_back(nullptr);
+  char* envp[] = {nullptr};
+  pid_t pid = -1;
+  if (int rc = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), envp); rc != 0) {
+    error = std::string("posix_spawn ") + argv[0] + " failed: " + std::strerror(rc);
+    return false;
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    error = std::string(argv[0]) + " ended with " + describe_status(status);
+    return false;
+  }
+  return true;
+}
+
+// The console output, plus each benchmark's real time per call and p50/p99 (the median over
+// repetitions when --benchmark_repetitions is given), for the ratios main() prints.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  using ConsoleReporter::ConsoleReporter;
+  struct Figures {
+    double mean_us = 0, p50_us = 0, p99_us = 0;
+    bool ok = false, from_median = false;
+  };
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const auto& r : runs) {
+      if (r.error_occurred) continue;
+      const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
+      Figures& f = figures_[r.run_name.function_name];
+      if (r.run_type == Run::RT_Aggregate && !median) continue;
+      if (r.run_type == Run::RT_Iteration && f.from_median) continue;
+      f.mean_us = r.GetAdjustedRealTime();  // every benchmark here reports in µs
+      auto counter = [&](const char* name) {
+        auto it = r.counters.find(name);
+        return it == r.counters.end() ? 0.0 : it->second.value;
+      };
+      f.p50_us = counter("p50_us");
+      f.p99_us = counter("p99_us");
+      f.ok = true;
+      f.from_median = median;
+    }
+  }
+
+  const Figures* find(const std::string& name) const {
+    auto it = figures_.find(name);
+    return it == figures_.end() || !it->second.ok ? nullptr : &it->second;
+  }
+
+ private:
+  std::map<std::string, Figures> figures_;
+};
+
+// Colour only on a terminal: a custom display reporter does not see --benchmark_color.
+inline benchmark::ConsoleReporter::OutputOptions console_options() {
+  return ::isatty(STDOUT_FILENO) ? benchmark::ConsoleReporter::OO_ColorTabular
+                                 : benchmark::ConsoleReporter::OO_Tabular;
+}
+
+}  // namespace corral::bench
