@@ -179,17 +179,13 @@ BENCHMARK(BM_PythonColdStart)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 std::uint64_t g_next_id = 1;
 
-// WorkerStart has no builder in messages.h; built as tests/worker_test.cc does.
 proto::Frame start_frame(std::uint64_t id, const std::string& name, const std::vector<std::string>& argv, bool python) {
-  flatbuffers::FlatBufferBuilder fbb(256);
-  auto n = fbb.CreateString(name);
-  auto a = fbb.CreateVectorOfStrings(argv);
-  proto::WorkerStartBuilder b(fbb);
-  b.add_name(n);
-  b.add_argv(a);
-  b.add_python(python);
-  b.add_idle_timeout_ms(3600 * 1000);  // no idle stop between the benchmarks
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, Body::WorkerStart, b.Finish().Union()));
+  proto::WorkerStartArgs a;
+  a.name = name;
+  a.argv = argv;
+  a.python = python;
+  a.idle_timeout_ms = 3600 * 1000;  // no idle stop between the benchmarks
+  return proto::make_worker_start(id, a);
 }
 
 // One evaluation; its reply, or false with `error`.

@@ -233,6 +233,7 @@ void Connection::on_exec(const proto::Message& msg) {
   if (!scope) return;
   auto spec = prepare_spec(id, req, *scope, "cmd-");
   if (!spec) return;
+  if (req.background()) spec->timeout = std::chrono::milliseconds(0);  // owned and cancellable instead
   ExecSpec logged = *spec;
   logged.stdin_data.reset();
   auto self = shared_from_this();

@@ -16,16 +16,12 @@ const std::string kEcho = CORRAL_ECHO_WORKER;
 
 proto::Frame start_frame(const std::string& name, std::vector<std::string> argv, bool python = false,
                          std::vector<std::string> workspaces = {}) {
-  flatbuffers::FlatBufferBuilder fbb(256);
-  auto n = fbb.CreateString(name);
-  auto a = fbb.CreateVectorOfStrings(argv);
-  auto w = fbb.CreateVectorOfStrings(workspaces);
-  proto::WorkerStartBuilder b(fbb);
-  b.add_name(n);
-  b.add_argv(a);
-  b.add_workspaces(w);
-  b.add_python(python);
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, 1, Body::WorkerStart, b.Finish().Union()));
+  proto::WorkerStartArgs a;
+  a.name = name;
+  a.argv = std::move(argv);
+  a.python = python;
+  a.workspaces = std::move(workspaces);
+  return proto::make_worker_start(1, a);
 }
 
 proto::Frame eval_frame(std::uint64_t id, const std::string& name, const std::string& request, bool serve = false,

@@ -55,25 +55,19 @@ int run_worker_start(const WorkerOptions& o) {
   }
   std::vector<std::string> workspaces;
   for (const auto& w : o.workspaces) workspaces.push_back(absolute(w));
-  auto frame = worker_frame(1, proto::Body::WorkerStart, o, [&](flatbuffers::FlatBufferBuilder& fbb) {
-    auto name = fbb.CreateString(o.name);
-    auto scope = fbb.CreateString(o.scope);
-    auto argv = fbb.CreateVectorOfStrings(o.argv);
-    auto ws = fbb.CreateVectorOfStrings(workspaces);
-    proto::WorkerStartBuilder b(fbb);
-    b.add_name(name);
-    b.add_scope(scope);
-    b.add_argv(argv);
-    b.add_workspaces(ws);
-    b.add_mode(mode);
-    b.add_network(net);
-    b.add_memory_bytes(memory);
-    b.add_pids(pids);
-    b.add_cpus(cpus);
-    b.add_idle_timeout_ms(idle);
-    b.add_python(o.python);
-    return b.Finish().Union();
-  });
+  proto::WorkerStartArgs args;
+  args.name = o.name;
+  args.scope = o.scope;
+  args.argv = o.argv;
+  args.python = o.python;
+  args.mode = mode;
+  args.network = net;
+  args.workspaces = std::move(workspaces);
+  args.memory_bytes = memory;
+  args.pids = pids;
+  args.cpus = cpus;
+  args.idle_timeout_ms = idle;
+  auto frame = proto::make_worker_start(1, args);
   proto::Received reply;
   if (int rc = request(o.socket, frame, reply); rc != kOk) return rc;
   const proto::WorkerStarted* s = reply.msg->body_as_WorkerStarted();

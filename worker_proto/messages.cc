@@ -142,6 +142,27 @@ Frame make_list(std::uint64_t request_id, const FileArgs& a) {
   return finish(fbb, request_id, CreateListRequest(fbb, path, ws, a.max_entries, a.mode, scope));
 }
 
+Frame make_worker_start(std::uint64_t request_id, const WorkerStartArgs& a) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  auto name = fbb.CreateString(a.name);
+  auto scope = a.scope.empty() ? 0 : fbb.CreateString(a.scope);
+  auto argv = fbb.CreateVectorOfStrings(a.argv);
+  auto ws = fbb.CreateVectorOfStrings(a.workspaces);
+  WorkerStartBuilder b(fbb);
+  b.add_name(name);
+  b.add_scope(scope);
+  b.add_argv(argv);
+  b.add_workspaces(ws);
+  b.add_mode(a.mode);
+  b.add_network(a.network);
+  b.add_memory_bytes(a.memory_bytes);
+  b.add_pids(a.pids);
+  b.add_cpus(a.cpus);
+  b.add_idle_timeout_ms(a.idle_timeout_ms);
+  b.add_python(a.python);
+  return finish(fbb, request_id, b.Finish());
+}
+
 Frame make_worker_eval(std::uint64_t request_id, const WorkerEvalArgs& a) {
   flatbuffers::FlatBufferBuilder fbb(256 + a.request.size());
   auto name = fbb.CreateString(a.name);

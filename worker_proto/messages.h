@@ -67,6 +67,18 @@ struct ScopeArgs {
   std::vector<std::string> workspaces;
 };
 // Workers and channels.
+struct WorkerStartArgs {
+  std::string name, scope;
+  std::vector<std::string> argv;  // argv[0]: absolute path of a trusted executable
+  bool python = false;            // the shipped Python worker instead of argv
+  Mode mode = Mode::workspace_write;
+  Network network = Network::denied;
+  std::vector<std::string> workspaces;
+  std::uint64_t memory_bytes = 0, pids = 0, idle_timeout_ms = 0;
+  double cpus = 0;
+};
+Frame make_worker_start(std::uint64_t request_id, const WorkerStartArgs& args);
+
 struct WorkerEvalArgs {
   std::string name, scope;
   std::string request;
