@@ -13,12 +13,11 @@
 namespace corral::cli {
 namespace {
 
-proto::Frame worker_frame(std::uint64_t id, const proto::Body type, const WorkerOptions& o,
-                          const std::function<flatbuffers::Offset<void>(flatbuffers::FlatBufferBuilder&)>& body) {
+// A frame whose body `body` builds (the requests without a builder in messages.h).
+proto::Frame worker_frame(proto::Body type, const std::function<flatbuffers::Offset<void>(flatbuffers::FlatBufferBuilder&)>& body) {
   flatbuffers::FlatBufferBuilder fbb(256);
   auto b = body(fbb);
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, type, b));
-  (void)o;
+  return proto::finish_frame(fbb, proto::CreateMessage(fbb, 1, type, b));
 }
 
 }  // namespace
@@ -127,7 +126,7 @@ int run_worker_eval(const WorkerOptions& o) {
 }
 
 int run_worker_stop(const WorkerOptions& o) {
-  auto frame = worker_frame(1, proto::Body::WorkerStop, o, [&](flatbuffers::FlatBufferBuilder& fbb) {
+  auto frame = worker_frame(proto::Body::WorkerStop, [&](flatbuffers::FlatBufferBuilder& fbb) {
     auto name = fbb.CreateString(o.name);
     auto scope = fbb.CreateString(o.scope);
     return proto::CreateWorkerStop(fbb, name, scope, o.force).Union();
@@ -137,7 +136,7 @@ int run_worker_stop(const WorkerOptions& o) {
 }
 
 int run_worker_list(const WorkerOptions& o) {
-  auto frame = worker_frame(1, proto::Body::WorkerListRequest, o, [&](flatbuffers::FlatBufferBuilder& fbb) {
+  auto frame = worker_frame(proto::Body::WorkerListRequest, [&](flatbuffers::FlatBufferBuilder& fbb) {
     return proto::CreateWorkerListRequest(fbb, fbb.CreateString(o.scope)).Union();
   });
   proto::Received reply;
@@ -173,7 +172,7 @@ int run_worker_list(const WorkerOptions& o) {
 }
 
 int run_worker_logs(const WorkerOptions& o) {
-  auto frame = worker_frame(1, proto::Body::WorkerLogsRequest, o, [&](flatbuffers::FlatBufferBuilder& fbb) {
+  auto frame = worker_frame(proto::Body::WorkerLogsRequest, [&](flatbuffers::FlatBufferBuilder& fbb) {
     auto name = fbb.CreateString(o.name);
     auto scope = fbb.CreateString(o.scope);
     return proto::CreateWorkerLogsRequest(fbb, name, scope).Union();
