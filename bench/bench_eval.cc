@@ -160,17 +160,7 @@ BENCHMARK(BM_PythonPipeEval)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 void BM_PythonColdStart(benchmark::State& state) {
   const std::vector<const char*> argv = {kPython, "-c", "1"};
-  Latencies lat(state);
-  std::string error;
-  for (auto _ : state) {
-    const auto t0 = Clock::now();
-    const bool ok = spawn_wait(argv, error);
-    lat.add(Clock::now() - t0);
-    if (!ok) {
-      state.SkipWithError(error.c_str());
-      break;
-    }
-  }
+  time_program_runs(state, argv);
 }
 BENCHMARK(BM_PythonColdStart)->UseRealTime()->Unit(benchmark::kMicrosecond);
 

@@ -13,7 +13,7 @@
 //   BM_StatusRoundTrip  a StatusRequest to its reply on the same connection: the wire and
 //                       dispatch cost of one request, without a process.
 //   BM_Exec*            end to end in each mode (read_only, workspace_write, danger_full_access)
-//                       with network denied (a fresh network namespace) and allowed (none):
+//                       with network denied (the scope's own network namespace) and allowed (none):
 //                       BM_ExecReadOnly, BM_ExecReadOnlyNetAllowed, BM_ExecEndToEnd,
 //                       BM_ExecNetAllowed, BM_ExecFullAccessNetDenied, BM_ExecFullAccess.
 // All use real time and report the p50/p90/p99 of single calls (µs) as counters. After the
@@ -122,17 +122,7 @@ void BM_Bwrap(benchmark::State& state) {
   }
   const std::vector<const char*> argv = {kBwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
                                          "--dev", "/dev", "--proc", "/proc", kProgram};
-  Latencies lat(state);
-  std::string error;
-  for (auto _ : state) {
-    const auto t0 = Clock::now();
-    const bool ok = spawn_wait(argv, error);
-    lat.add(Clock::now() - t0);
-    if (!ok) {
-      state.SkipWithError(error.c_str());
-      break;
-    }
-  }
+  time_program_runs(state, argv);
 }
 BENCHMARK(BM_Bwrap)->UseRealTime()->Unit(benchmark::kMicrosecond);
 

@@ -232,4 +232,20 @@ inline benchmark::ConsoleReporter::OutputOptions console_options() {
                                  : benchmark::ConsoleReporter::OO_Tabular;
 }
 
+// The benchmark loop for a whole program run per iteration (spawn to reaped), with its
+// latency percentiles; stops with an error if a run fails.
+inline void time_program_runs(benchmark::State& state, const std::vector<const char*>& argv) {
+  Latencies lat(state);
+  std::string error;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    const bool ok = spawn_wait(argv, error);
+    lat.add(Clock::now() - t0);
+    if (!ok) {
+      state.SkipWithError(error.c_str());
+      break;
+    }
+  }
+}
+
 }  // namespace corral::bench
