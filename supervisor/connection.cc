@@ -107,6 +107,7 @@ asio::awaitable<void> Connection::reader() {
 asio::awaitable<void> Connection::writer() {
   auto self = shared_from_this();
   std::vector<proto::Frame> batch;
+  std::vector<std::function<void()>> dropped;  // for the batch's frames, if the write fails
   std::vector<asio::const_buffer> buffers;
   while (!closed_) {
     if (queue_.empty()) {
@@ -115,15 +116,19 @@ asio::awaitable<void> Connection::writer() {
       continue;
     }
     batch.clear();
+    dropped.clear();
     buffers.clear();
     std::size_t bytes = 0;
     while (!queue_.empty() && (batch.empty() || bytes + queue_.front().frame.size() <= kWriteBatchBytes)) {
       bytes += queue_.front().frame.size();
       batch.push_back(std::move(queue_.front().frame));
+      if (queue_.front().on_dropped) dropped.push_back(std::move(queue_.front().on_dropped));
       queue_.pop_front();
       buffers.emplace_back(asio::buffer(batch.back()));
     }
     auto [ec, n] = co_await asio::async_write(socket_, buffers, use_tuple);
+    if (ec)
+      for (auto& f : dropped) f();  // never reached the client
     if (closed_) break;
     queued_bytes_ -= bytes;
     update_backpressure();

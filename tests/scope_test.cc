@@ -168,3 +168,48 @@ TEST_CASE("another uid cannot act on a scope it did not create") {
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(cli({"scope", "close", id}, s.socket()).exit_code == 0);  // its owner still can
 }
+
+TEST_CASE("a background start whose id never reaches its client is terminated") {
+  Server s;
+  const std::string marker = "corral-abandoned-" + std::to_string(::getpid());
+  {
+    std::string err;
+    auto c = proto::Client::connect(s.socket(), err);
+    REQUIRE(c);
+    proto::ExecArgs a;
+    a.argv = {kHelper, "sleep", "300", marker};
+    a.background = true;
+    REQUIRE(c->send(proto::make_exec(1, a)));
+  }  // gone before the reply could be read
+  // Whether the supervisor saw the close first or its write failed, the command must end.
+  std::this_thread::sleep_for(500ms);
+  CHECK(wait_until([&] { return processes_with(marker).empty(); }, 10s));
+}
+
+TEST_CASE("a scope holds at most 256 background commands; the limit is checked before launch") {
+  Server s;
+  const std::string id = last_line(cli({"scope", "create"}, s.socket()).out);
+  auto c = s.connect();
+  REQUIRE(c);
+  const std::string marker = "corral-bg-limit-" + std::to_string(::getpid());
+  for (int i = 0; i < 256; ++i) {
+    proto::ExecArgs a;
+    a.argv = {kHelper, "sleep", "300", marker};
+    a.background = true;
+    a.scope = id;
+    proto::Received r;
+    REQUIRE(c->call(static_cast<std::uint64_t>(i + 1), proto::make_exec(static_cast<std::uint64_t>(i + 1), a), r));
+    REQUIRE(r.msg->body_as_BackgroundStarted());
+  }
+  proto::ExecArgs a;
+  a.argv = {kHelper, "sleep", "300", marker};
+  a.background = true;
+  a.scope = id;
+  proto::Received r;
+  REQUIRE(c->call(999, proto::make_exec(999, a), r));
+  REQUIRE(r.msg->body_as_Error());
+  CHECK(proto::str(r.msg->body_as_Error()->message()).find("the limit is 256") != std::string::npos);
+  CHECK(processes_with(marker).size() == 256);
+  CHECK(cli({"scope", "close", id}, s.socket()).exit_code == 0);
+  CHECK(wait_until([&] { return processes_with(marker).empty(); }, 30s));
+}

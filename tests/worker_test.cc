@@ -220,3 +220,12 @@ TEST_CASE("a scope holds at most 16 workers; the limit is checked before launch"
   CHECK(proto::str(r.msg->body_as_Error()->message()).find("the limit is 16") != std::string::npos);
   CHECK(processes_with(kEcho).size() == 16);
 }
+
+TEST_CASE("a worker idle past its idle timeout is stopped") {
+  Server s;
+  REQUIRE(cli({"worker", "start", "idle", "--idle-timeout", "300ms", "--", kEcho}, s.socket()).exit_code == 0);
+  CHECK(cli({"worker", "eval", "idle", "--request", "count"}, s.socket()).out == "1");
+  CHECK(wait_until([&] { return cli({"worker", "list", "--json"}, s.socket()).out == "[]\n"; }, 10s));
+  CHECK(wait_until([&] { return processes_with(kEcho).empty(); }, 10s));
+  CHECK(s.log().find("idle for 300ms: stopping it") != std::string::npos);
+}
