@@ -153,10 +153,15 @@ void touch_memory(std::size_t bytes) {
   for (std::size_t i = 0; i < bytes; i += 4096) c[i] = 1;
 }
 
+// Spins until this process has used `d` of CPU (not wall clock: on a loaded machine a
+// wall-clock spin may get far less CPU than it lasts).
 void spin_for(std::chrono::milliseconds d) {
-  auto end = std::chrono::steady_clock::now() + d;
   volatile unsigned x = 0;
-  while (std::chrono::steady_clock::now() < end) x = x + 1;
+  for (timespec t{};;) {
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    if (t.tv_sec * 1000 + t.tv_nsec / 1'000'000 >= d.count()) break;
+    for (int i = 0; i < 10000; ++i) x = x + 1;
+  }
 }
 
 // Reaps every child of ours that is not `keep`; used where grandchildren were reparented to us.
