@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
       "Run a command through the supervisor: `corral exec [OPTIONS] -- PROGRAM ARGS...` or "
       "`corral exec [OPTIONS] --sh 'STRING'`.\nOutput streams as it arrives. Exit status: the "
       "command's own; 124 timed out; 125 corral failed; 126 not executable; 127 not found; "
-      "128+N killed by signal N (137 for the output cap, told apart by --json's status).");
+      "128+N killed by signal N (137 for the output, memory and CPU caps, told apart by --json's status); "
+      "77 not launched (--authorize-cmd refused).");
   exec->add_option("--socket", exec_opts.socket, kSocketHelp);
   exec->add_option("--sh", exec_opts.shell, "run STRING with /bin/sh -c instead of PROGRAM ARGS");
   exec->add_option("--timeout", exec_opts.timeout,
