@@ -78,7 +78,18 @@ Status Worker::start() {
   };
   auto done = [weak, gen](Result r) {
     auto w = weak.lock();
-    if (!w || gen != w->generation_ || w->state_ == State::stopped || w->state_ == State::state_lost) return;
+    if (!w) return;
+    if (w->state_ == State::stopped) {
+      // Stopped: the worker leaves the registry once its process is gone (after the grace
+      // period of a graceful stop), not before: dropping the handle earlier would SIGKILL it.
+      if (w->on_stopped_) {
+        auto f = std::move(w->on_stopped_);
+        w->on_stopped_ = nullptr;
+        f();
+      }
+      return;
+    }
+    if (gen != w->generation_ || w->state_ == State::state_lost) return;
     std::string how = r.status == ExitStatus::setup_error ? "could not start: " + r.message
                       : r.exit_code                         ? "exited with status " + std::to_string(*r.exit_code)
                                                             : "was killed by signal " + std::to_string(r.signal);
@@ -309,10 +320,10 @@ void Worker::stop(bool force) {
     current_.reset();
   }
   fail_queue(ErrorCode::cancelled, "worker " + name_ + " was stopped");
+  const bool running = state_ != State::state_lost && !exec_.finished();
   state_ = State::stopped;
   deadline_.cancel();
   idle_.cancel();
-  ++generation_;
   if (force) exec_.terminate();
   else exec_.stop();
   if (socket_) {
@@ -320,7 +331,8 @@ void Worker::stop(bool force) {
     socket_->close(ignored);  // EOF tells a well-behaved worker to exit
   }
   if (scope_hook_) scope_->detach(scope_hook_);
-  if (on_stopped_) {
+  // A live process reports its exit through the done handler, which then lets go of us.
+  if (!running && on_stopped_) {
     auto f = std::move(on_stopped_);
     on_stopped_ = nullptr;
     f();
