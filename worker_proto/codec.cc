@@ -4,16 +4,20 @@
 
 namespace corral::proto {
 
-Frame finish_frame(flatbuffers::FlatBufferBuilder& fbb, flatbuffers::Offset<Message> root) {
-  fbb.Finish(root, MessageIdentifier());
-  const std::uint32_t n = fbb.GetSize();
+Frame make_frame(std::span<const std::uint8_t> payload) {
+  const auto n = static_cast<std::uint32_t>(payload.size());
   Frame frame(kHeaderBytes + n);
   frame[0] = static_cast<std::uint8_t>(n);
   frame[1] = static_cast<std::uint8_t>(n >> 8);
   frame[2] = static_cast<std::uint8_t>(n >> 16);
   frame[3] = static_cast<std::uint8_t>(n >> 24);
-  std::memcpy(frame.data() + kHeaderBytes, fbb.GetBufferPointer(), n);
+  std::memcpy(frame.data() + kHeaderBytes, payload.data(), n);
   return frame;
+}
+
+Frame finish_frame(flatbuffers::FlatBufferBuilder& fbb, flatbuffers::Offset<Message> root) {
+  fbb.Finish(root, MessageIdentifier());
+  return make_frame({fbb.GetBufferPointer(), fbb.GetSize()});
 }
 
 std::uint32_t read_length(const std::uint8_t* h) {

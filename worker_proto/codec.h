@@ -28,6 +28,9 @@ inline constexpr unsigned kMaxTables = 100'000;
 
 using Frame = std::vector<std::uint8_t>;  // header + payload, ready to write
 
+// Header + a copy of `payload` (an already finished Message buffer).
+Frame make_frame(std::span<const std::uint8_t> payload);
+
 // Finishes `fbb` with `root` and the file identifier, and returns header + payload.
 Frame finish_frame(flatbuffers::FlatBufferBuilder& fbb, flatbuffers::Offset<Message> root);
 

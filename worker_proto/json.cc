@@ -38,10 +38,7 @@ bool JsonCodec::to_frame(std::string_view json, Frame& frame, std::string& error
     error = p.error_;
     return false;
   }
-  const std::uint32_t n = p.builder_.GetSize();
-  frame.resize(kHeaderBytes + n);
-  for (int i = 0; i < 4; ++i) frame[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(n >> (8 * i));
-  std::memcpy(frame.data() + kHeaderBytes, p.builder_.GetBufferPointer(), n);
+  frame = make_frame({p.builder_.GetBufferPointer(), p.builder_.GetSize()});
   return true;
 }
 
