@@ -529,6 +529,8 @@ TEST_CASE("a non-root supervisor runs commands as its own uid, mapped inside, an
                          d.path() + "/exec.out", d.path() + "/exec.err");
   int status = wait_process(exec);
   std::string out = read_file(d.path() + "/exec.out");
+  CAPTURE(read_file(d.path() + "/exec.err"));
+  CAPTURE(read_file(d.path() + "/serve.log"));
   CHECK(WIFEXITED(status));
   CHECK(out.find("\"stdout\":\"65534\\ntmp-ok\\n\"") != std::string::npos);
   CHECK(out.find("Read-only file system") != std::string::npos);

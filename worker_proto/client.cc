@@ -63,8 +63,15 @@ bool Client::fail(std::string message) {
 }
 
 bool Client::hello(std::string_view client_name) {
-  if (!send(make_hello(client_name))) return false;
   Received r;
+  if (!send(make_hello(client_name))) {
+    // A supervisor that refuses a peer writes why and closes at once; the hello may then meet
+    // a closed socket, but the reason is still there to read.
+    const std::string send_error = error_;
+    if (receive(r, 1000) && r.msg->body_as_Error())
+      return fail("the supervisor refused the connection: " + str(r.msg->body_as_Error()->message()));
+    return fail(send_error);
+  }
   if (!receive(r)) return false;
   if (const Error* e = r.msg->body_as_Error())
     return fail("the supervisor refused the hello: " + str(e->message()));
