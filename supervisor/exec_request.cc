@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "runtime/units.h"
+#include "worker_proto/json.h"
 #include "worker_proto/messages.h"
 
 namespace corral::supervisor {
@@ -141,37 +142,18 @@ flatbuffers::Offset<proto::ExecResult> build_exec_result(flatbuffers::FlatBuffer
   return b.Finish();
 }
 
-namespace {
-void append_quoted(std::string& out, std::string_view s) {
-  out.push_back('"');
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20 || c == 0x7f) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out.append("\\u00");
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  out.push_back('"');
-}
-}  // namespace
 
 std::string describe_command(const ExecSpec& spec) {
   std::string out;
   if (spec.shell) {
     out = "sh=";
-    append_quoted(out, *spec.shell);
+    proto::append_json_string(out, *spec.shell);
     return out;
   }
   out = "argv=[";
   for (std::size_t i = 0; i < spec.argv.size(); ++i) {
     if (i) out.push_back(',');
-    append_quoted(out, spec.argv[i]);
+    proto::append_json_string(out, spec.argv[i]);
   }
   out.push_back(']');
   return out;
@@ -185,7 +167,7 @@ std::string authorization_description(const ExecSpec& spec, const std::string& s
   std::string out = "{";
   auto key = [&](const char* k) {
     if (out.size() > 1) out.push_back(',');
-    append_quoted(out, k);
+    proto::append_json_string(out, k);
     out.push_back(':');
   };
   auto list = [&](const char* k, const std::vector<std::string>& v) {
@@ -193,26 +175,26 @@ std::string authorization_description(const ExecSpec& spec, const std::string& s
     out.push_back('[');
     for (std::size_t i = 0; i < v.size(); ++i) {
       if (i) out.push_back(',');
-      append_quoted(out, v[i]);
+      proto::append_json_string(out, v[i]);
     }
     out.push_back(']');
   };
   if (spec.shell) {
     key("sh");
-    append_quoted(out, *spec.shell);
+    proto::append_json_string(out, *spec.shell);
   } else {
     list("argv", spec.argv);
   }
   key("cwd");
-  append_quoted(out, spec.cwd.empty() ? "/tmp" : spec.cwd);
+  proto::append_json_string(out, spec.cwd.empty() ? "/tmp" : spec.cwd);
   std::vector<std::string> env_names;
   for (const auto& [k, v] : spec.env) env_names.push_back(k);
   list("env", env_names);
   const Policy& p = *spec.policy;
   key("mode");
-  append_quoted(out, mode_name(p.mode));
+  proto::append_json_string(out, mode_name(p.mode));
   key("network");
-  append_quoted(out, network_name(p.network));
+  proto::append_json_string(out, network_name(p.network));
   list("workspaces", p.workspaces);
   list("deny_read", p.deny_read);
   list("protect", p.protect);
@@ -224,7 +206,7 @@ std::string authorization_description(const ExecSpec& spec, const std::string& s
   std::string caps;
   auto cap = [&](const char* k, const std::string& v) {
     if (!caps.empty()) caps.push_back(',');
-    append_quoted(caps, k);
+    proto::append_json_string(caps, k);
     caps.push_back(':');
     caps += v;
   };
@@ -239,7 +221,7 @@ std::string authorization_description(const ExecSpec& spec, const std::string& s
   key("max_output_bytes");
   out += std::to_string(spec.max_output);
   key("scope");
-  append_quoted(out, scope);
+  proto::append_json_string(out, scope);
   out.push_back('}');
   return out;
 }
@@ -253,7 +235,7 @@ std::string describe_policy(const ExecSpec& spec) {
     out += std::string(" ") + name + "=[";
     for (std::size_t i = 0; i < v.size(); ++i) {
       if (i) out.push_back(',');
-      append_quoted(out, v[i]);
+      proto::append_json_string(out, v[i]);
     }
     out.push_back(']');
   };

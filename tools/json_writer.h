@@ -1,5 +1,6 @@
-// A small JSON writer for the CLI's --json output: strings are UTF-8 with invalid bytes
-// replaced by U+FFFD, so any command output prints as valid JSON.
+// A small JSON writer for the CLI's --json output: strings go through
+// proto::append_json_string (UTF-8, invalid bytes replaced by U+FFFD), so any command output
+// prints as valid JSON.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +44,5 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
-// Appends `s` as a JSON string literal (quotes included), replacing invalid UTF-8.
-void append_json_string(std::string& out, std::string_view s);
 
 }  // namespace corral::cli

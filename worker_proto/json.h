@@ -11,6 +11,10 @@
 
 namespace corral::proto {
 
+// Appends `s` as a JSON string literal (quotes included): UTF-8, with invalid bytes replaced
+// by U+FFFD and control characters escaped, so any bytes make valid JSON.
+void append_json_string(std::string& out, std::string_view s);
+
 // The schema text compiled into the binary.
 std::string_view embedded_schema();
 
