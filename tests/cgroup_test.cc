@@ -3,6 +3,8 @@
 // kill, pids by fork failing), whole-group kill, usage figures, nothing left behind.
 #include "runtime/cgroup.h"
 
+#include "tests/test_util.h"
+
 #include <dirent.h>
 #include <doctest/doctest.h>
 #include <fcntl.h>
@@ -35,21 +37,7 @@ namespace {
 
 constexpr std::uint64_t MiB = 1024 * 1024;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string t = "/tmp/corral-cgroup-test-XXXXXX";
-    path_ = ::mkdtemp(t.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using corral::test::TempDir;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

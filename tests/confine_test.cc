@@ -38,6 +38,8 @@
 #include <vector>
 
 #include "runtime/landlock.h"
+
+#include "tests/test_util.h"
 #include "runtime/seccomp_filter.h"
 
 extern char** environ;
@@ -110,22 +112,7 @@ std::vector<std::string> open_fds() {
   return out;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string t = "/tmp/corral-confine-XXXXXX";
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    path_ = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using corral::test::TempDir;
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;

@@ -13,6 +13,7 @@
 #include <asio/io_context.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -34,7 +35,11 @@ class TempDir {
  public:
   TempDir() {
     std::string t = "/tmp/corral-test-XXXXXX";
-    path_ = ::mkdtemp(t.data());
+    if (::mkdtemp(t.data()) == nullptr) {
+      std::perror("mkdtemp");  // no test can go on without its scratch dir
+      std::abort();
+    }
+    path_ = t;
   }
   ~TempDir() {
     std::error_code ec;
