@@ -27,9 +27,20 @@ Connection::Connection(asio::io_context& io, asio::local::stream_protocol::socke
       writer_wake_(io) {
   writer_wake_.expires_at(std::chrono::steady_clock::time_point::max());
   ++ctx_.connections;
+  ++ctx_.connections_by_uid[peer_.uid];
 }
 
-Connection::~Connection() { --ctx_.connections; }
+Connection::~Connection() { release_slot(); }
+
+// The connection counts against --max-connections and the per-uid quota while its socket
+// is open, not while something still refers to this object.
+void Connection::release_slot() {
+  if (!counted_) return;
+  counted_ = false;
+  --ctx_.connections;
+  auto it = ctx_.connections_by_uid.find(peer_.uid);
+  if (it != ctx_.connections_by_uid.end() && --it->second == 0) ctx_.connections_by_uid.erase(it);
+}
 
 void Connection::start() {
   auto self = shared_from_this();
@@ -64,6 +75,7 @@ void Connection::close() {
   std::error_code ignored;
   socket_.shutdown(asio::socket_base::shutdown_both, ignored);
   socket_.close(ignored);
+  release_slot();
   writer_wake_.cancel();
   auto dropped = std::move(queue_);
   queue_.clear();
@@ -271,8 +283,9 @@ void Connection::on_exec(const proto::Message& msg) {
   }
 
   if (req.background()) {
+    // The record outlives this connection: its audit line needs the peer, not the connection.
     auto started = ctx_.background->start(std::move(*spec), scope, peer_.uid,
-                                          [this, self, id, logged](const Result& r) { log_launch(id, logged, r); });
+                                          [peer = peer_, id, logged](const Result& r) { log_launch(peer, id, logged, r); });
     if (!started.ok()) {
       send_error(id, ErrorCode::too_many_requests, started.status().message());
       return;
@@ -342,16 +355,16 @@ std::shared_ptr<Scope> Connection::scope_for(std::uint64_t id, const flatbuffers
 
 void Connection::on_exec_done(std::uint64_t id, const ExecSpec& spec, Result result) {
   --ctx_.running_commands;
-  log_launch(id, spec, result);
+  log_launch(peer_, id, spec, result);
   queue(make_exec_result(id, result));
   running_.erase(id);
 }
 
-void Connection::log_launch(std::uint64_t id, const ExecSpec& spec, const Result& result) const {
+void Connection::log_launch(const Peer& peer, std::uint64_t id, const ExecSpec& spec, const Result& result) {
   spdlog::info(
       "launch peer_uid={} peer_pid={} request={} {} cwd=\"{}\" {} timeout_ms={} max_output={} "
       "status={} exit_code={} signal={} wall_ms={} output_bytes={} truncated={}{}{}",
-      peer_.uid, peer_.pid, id, describe_command(spec), spec.cwd.empty() ? spec.temp_dir : spec.cwd,
+      peer.uid, peer.pid, id, describe_command(spec), spec.cwd.empty() ? spec.temp_dir : spec.cwd,
       describe_policy(spec), spec.timeout.count(), spec.max_output, status_name(result.status),
       result.exit_code ? std::to_string(*result.exit_code) : "null", result.signal, result.wall_ms,
       result.out_bytes + result.err_bytes, result.output_truncated,

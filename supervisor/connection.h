@@ -66,7 +66,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Error and returns null if there is none this peer may use.
   std::shared_ptr<Worker> find_worker(std::uint64_t id, const flatbuffers::String* scope, const flatbuffers::String* name);
   void on_exec_done(std::uint64_t id, const ExecSpec& spec, Result result);
-  void log_launch(std::uint64_t id, const ExecSpec& spec, const Result& result) const;
+  // The audit line of one launch. Static: a background command's line is written after its
+  // connection may be long gone.
+  static void log_launch(const Peer& peer, std::uint64_t id, const ExecSpec& spec, const Result& result);
+  void release_slot();
   // Queues a frame for the client. `on_dropped` runs if the connection closes before the
   // frame was handed to the kernel (a background start whose id never left).
   void queue(proto::Frame frame, std::function<void()> on_dropped = {});
@@ -97,6 +100,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::map<std::uint64_t, std::weak_ptr<Worker>> evals_;  // evaluations in flight, by request id
   // Authorized launches waiting for this client's answer: their deadline timers.
   std::map<std::uint64_t, std::unique_ptr<asio::steady_timer>> authorizations_;
+  bool counted_ = true;  // holds a slot of --max-connections and of its uid's quota
   bool hello_done_ = false;
   bool closed_ = false;
   bool flush_then_close_ = false;  // a fatal error frame is queued; close once it is written

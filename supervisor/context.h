@@ -26,7 +26,8 @@ struct Context {
   std::unique_ptr<BackgroundTable> background;
   std::map<std::string, std::shared_ptr<class Worker>> workers;  // by "scope/name"
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-  unsigned connections = 0;
+  unsigned connections = 0;                   // open client sockets
+  std::map<uid_t, unsigned> connections_by_uid;  // the same, per peer uid
   unsigned running_commands = 0;
   std::uint64_t launches = 0;  // names each command's cgroup
 };

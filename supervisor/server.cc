@@ -256,6 +256,9 @@ Status serve(const ServerOptions& options_in) {
   // A peer that vanishes mid-write must not kill us.
   ::signal(SIGPIPE, SIG_IGN);
 
+  // Declared before the Context: everything the Context owns (background records, workers,
+  // scopes, their timers and descriptors) belongs to this io_context and must die first.
+  asio::io_context io(1);
   Context ctx;
   options.hidden_paths.push_back(dir);
   ctx.options = options;
@@ -271,7 +274,6 @@ Status serve(const ServerOptions& options_in) {
     if (!l.available) spdlog::warn("layer {} is not available: {}", l.name, l.reason);
   }
 
-  asio::io_context io(1);
   ctx.scopes = std::make_unique<ScopeRegistry>(options.temp_root, ctx.host.get());
   ctx.background = std::make_unique<BackgroundTable>(io);
   Server server(io, ctx, std::move(listen_fd).value());

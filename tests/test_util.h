@@ -29,7 +29,9 @@
 namespace corral::test {
 
 inline const std::string kHelper = CORRAL_HELPER;
-inline const std::string kCorral = CORRAL_BINARY;
+// CORRAL_TEST_BINARY runs the end-to-end tests against another build of `corral` (to show
+// that a test fails without the fix it covers).
+inline const std::string kCorral = std::getenv("CORRAL_TEST_BINARY") ? std::getenv("CORRAL_TEST_BINARY") : CORRAL_BINARY;
 
 class TempDir {
  public:
