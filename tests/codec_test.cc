@@ -61,12 +61,15 @@ TEST_CASE("round trip: output chunks, errors, cancel, hello") {
   CHECK(m->body_as_Error()->code() == ErrorCode::duplicate_request_id);
   CHECK(m->body_as_Error()->message()->str() == "dup");
 
-  m = verify_payload(payload_of(make_cancel(9, true)), kDefaultMaxFrame, err);
+  // The message points into its frame: keep the frame alive while reading it.
+  Frame cancel = make_cancel(9, true);
+  m = verify_payload(payload_of(cancel), kDefaultMaxFrame, err);
   REQUIRE(m);
   CHECK(m->request_id() == 9);
   CHECK(m->body_as_Cancel()->force());
 
-  m = verify_payload(payload_of(make_hello("t")), kDefaultMaxFrame, err);
+  Frame hello = make_hello("t");
+  m = verify_payload(payload_of(hello), kDefaultMaxFrame, err);
   REQUIRE(m);
   CHECK(m->body_as_Hello()->protocol_version() == kProtocolVersion);
 }
