@@ -18,11 +18,7 @@ bool is_final(proto::Body b) {
 
 int run_call(const CallOptions& o) {
   int timeout_ms = -1;
-  if (!o.timeout.empty()) {
-    auto t = parse_duration(o.timeout);
-    if (!t.ok()) return complain(kUsage, "--timeout: " + t.status().message());
-    timeout_ms = static_cast<int>(std::min<std::int64_t>(t->count(), 1 << 30));
-  }
+  if (o.timeout_ms) timeout_ms = static_cast<int>(std::min<std::uint64_t>(*o.timeout_ms, 1 << 30));
   std::string error;
   auto codec = proto::JsonCodec::create(/*strict=*/true, error);
   if (!codec) return complain(kFailed, error);

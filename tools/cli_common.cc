@@ -37,20 +37,17 @@ std::string absolute(const std::string& p) {
   return ::getcwd(buf, sizeof buf) ? std::string(buf) + "/" + p : p;
 }
 
-bool parse_mode_arg(const std::string& text, proto::Mode& mode, std::string& error) {
-  auto m = parse_mode(text);
-  if (!m.ok()) return error = "--mode: " + m.status().message(), false;
-  mode = *m == Mode::read_only            ? proto::Mode::read_only
-         : *m == Mode::danger_full_access ? proto::Mode::danger_full_access
-                                          : proto::Mode::workspace_write;
-  return true;
+proto::Mode wire_mode(std::optional<Mode> mode) {
+  switch (mode.value_or(Mode::workspace_write)) {
+    case Mode::read_only: return proto::Mode::read_only;
+    case Mode::danger_full_access: return proto::Mode::danger_full_access;
+    case Mode::workspace_write: break;
+  }
+  return proto::Mode::workspace_write;
 }
 
-bool parse_net_arg(const std::string& text, proto::Network& net, std::string& error) {
-  auto n = parse_network(text);
-  if (!n.ok()) return error = "--net: " + n.status().message(), false;
-  net = *n == Network::allowed ? proto::Network::allowed : proto::Network::denied;
-  return true;
+proto::Network wire_network(std::optional<Network> net) {
+  return net.value_or(Network::denied) == Network::allowed ? proto::Network::allowed : proto::Network::denied;
 }
 
 bool run_shell(const std::string& cmd, std::string_view input, std::string& output, std::string& error) {

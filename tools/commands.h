@@ -1,12 +1,15 @@
 // The `corral` subcommands. main.cc parses arguments (CLI11) into these option structs;
-// each run_* returns the process exit status (DESIGN.md "Results and exit codes").
+// each run_* returns the process exit status (docs/design.md "Results and exit codes").
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "runtime/policy.h"
 #include "supervisor/server.h"
 #include "worker_proto/client.h"
 
@@ -19,20 +22,23 @@ inline constexpr int kUsage = 2;
 // exec: corral itself failed (no supervisor, request refused).
 inline constexpr int kExecCorralFailed = 125;
 
+// Option values arrive typed and bounds-checked from main.cc's CLI11 validators
+// (tools/options.h); an absent std::optional means "not given" (the supervisor's default).
 struct ExecOptions {
   std::string socket;
   std::vector<std::string> argv;
-  std::string shell;
-  bool has_shell = false;
-  std::string timeout, grace, max_output;  // as typed; parsed with units.h
-  std::vector<std::string> env;            // K=V
+  std::optional<std::string> shell;           // --sh
+  std::optional<std::uint64_t> timeout_ms, grace_ms, max_output;  // ms, ms, bytes
+  std::vector<std::string> env;               // NAME=VALUE
   std::string cwd;
-  std::string stdin_file;                  // "-" reads corral's own stdin
+  std::string stdin_file;                     // "-" reads corral's own stdin
   bool json = false;
   // Isolation
-  std::string mode = "workspace-write", net = "denied";
+  std::optional<Mode> mode;
+  std::optional<Network> net;
   std::vector<std::string> workspaces, deny_read, protect, binds;
-  std::string memory, pids, cpu_time, cpus, max_file_size;
+  std::optional<std::uint64_t> memory, pids, cpu_time_ms, max_file_size;  // bytes, count, ms, bytes
+  std::optional<double> cpus;
   std::string scope;
   bool background = false;
   std::string authorize_cmd;  // run with the description on stdin; exit 0 grants
@@ -42,11 +48,11 @@ struct FileOptions {
   std::string socket;
   std::string path;
   std::vector<std::string> workspaces;
-  std::string mode = "workspace-write";
-  std::string offset, max_bytes;  // read
-  bool binary = false;            // read, write
-  bool json = false;              // ls
-  std::string max_entries;        // ls
+  std::optional<Mode> mode;
+  std::optional<std::uint64_t> offset, max_bytes;  // read, bytes
+  bool binary = false;                             // read, write
+  bool json = false;                               // ls
+  std::optional<std::uint32_t> max_entries;        // ls
   std::string scope;
 };
 
@@ -54,7 +60,8 @@ struct ScopeOptions {
   std::string socket;
   std::string id;         // close
   std::string parent;     // create
-  std::string mode = "workspace-write", net = "denied";
+  std::optional<Mode> mode;
+  std::optional<Network> net;
   std::vector<std::string> workspaces;
   bool json = false;      // list
 };
@@ -74,7 +81,7 @@ struct StatusOptions {
 struct CallOptions {
   std::string socket;
   std::string json;
-  std::string timeout;
+  std::optional<std::uint64_t> timeout_ms;
 };
 
 // --sandbox-uid: a uid number or a user name -> (uid, gid); refuses 0.
@@ -89,11 +96,15 @@ struct WorkerOptions {
   std::string name, scope;
   std::vector<std::string> argv;  // start: /ABS/PATH ARGS...
   bool python = false;
-  std::string mode = "workspace-write", net = "denied";
+  std::optional<Mode> mode;
+  std::optional<Network> net;
   std::vector<std::string> workspaces;
-  std::string memory, pids, cpus, idle_timeout;
-  std::string request, timeout, host_cmd;  // eval
-  bool has_request = false, reset = false;
+  std::optional<std::uint64_t> memory, pids, idle_timeout_ms;  // bytes, count, ms
+  std::optional<double> cpus;
+  std::optional<std::string> request;           // eval; absent: read stdin
+  std::optional<std::uint64_t> timeout_ms;      // eval
+  std::string host_cmd;                         // eval
+  bool reset = false;
   bool force = false;  // stop
   bool json = false;   // list
 };
@@ -118,10 +129,10 @@ int complain(int code, const std::string& message);
 void write_all(int fd, std::string_view data);
 // A path typed relative to the caller's cwd, made absolute (the supervisor has another cwd).
 std::string absolute(const std::string& path);
-// "read-only" | "workspace-write" | "danger-full-access" -> the wire's Mode.
-bool parse_mode_arg(const std::string& text, proto::Mode& mode, std::string& error);
-// "denied" | "allowed" -> the wire's Network.
-bool parse_net_arg(const std::string& text, proto::Network& net, std::string& error);
+// The wire's Mode and Network for a mode or network given on the command line; absent means
+// the default (workspace-write, denied).
+proto::Mode wire_mode(std::optional<Mode> mode);
+proto::Network wire_network(std::optional<Network> net);
 // Connects, sends one request with id 1 and waits for its final reply. On an Error reply or a
 // failure prints the message and returns kFailed; else kOk with `reply` filled.
 // Runs CMD with /bin/sh -c, `input` on its stdin; true if it exits 0, with its stdout.

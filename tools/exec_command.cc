@@ -76,8 +76,8 @@ std::string result_json(const Result& r) {
 }
 
 bool build_policy(const ExecOptions& o, proto::ExecArgs& a, std::string& error) {
-  if (!parse_mode_arg(o.mode, a.mode, error)) return false;
-  if (!parse_net_arg(o.net, a.network, error)) return false;
+  a.mode = wire_mode(o.mode);
+  a.network = wire_network(o.net);
   a.scope = o.scope;
   a.background = o.background;
   a.authorize = !o.authorize_cmd.empty();
@@ -101,81 +101,32 @@ bool build_policy(const ExecOptions& o, proto::ExecArgs& a, std::string& error) 
       return error = "--bind needs SRC:DST[:ro|rw] with an absolute DST, got '" + b + "'", false;
     a.binds.push_back(arg);
   }
-  if (!o.memory.empty()) {
-    auto m = parse_size(o.memory);
-    if (!m.ok()) return error = "--memory: " + m.status().message(), false;
-    if (*m < cap_limits::kMinMemory || *m > cap_limits::kMaxMemory)
-      return error = "--memory must be between 4M and 1024G (got '" + o.memory + "')", false;
-    a.memory_bytes = *m;
-  }
-  if (!o.pids.empty()) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(o.pids.c_str(), &end, 10);
-    if (o.pids[0] == '-' || *end || v < 1 || v > cap_limits::kMaxPids)
-      return error = "--pids must be a whole number between 1 and 1000000 (got '" + o.pids + "')", false;
-    a.pids = v;
-  }
-  if (!o.cpu_time.empty()) {
-    auto t = parse_duration(o.cpu_time);
-    if (!t.ok()) return error = "--cpu-time: " + t.status().message(), false;
-    if (*t < cap_limits::kMinCpuTime) return error = "--cpu-time must be at least 10ms (got '" + o.cpu_time + "')", false;
-    a.cpu_time_ms = static_cast<std::uint64_t>(t->count());
-  }
-  if (!o.cpus.empty()) {
-    char* end = nullptr;
-    double v = std::strtod(o.cpus.c_str(), &end);
-    if (*end || !(v > 0) || v > cap_limits::kMaxCpus)
-      return error = "--cpus must be a number more than 0 and at most 1024 (got '" + o.cpus + "')", false;
-    a.cpus = v;
-  }
-  if (!o.max_file_size.empty()) {
-    auto m = parse_size(o.max_file_size);
-    if (!m.ok()) return error = "--max-file-size: " + m.status().message(), false;
-    if (*m < 1) return error = "--max-file-size must be at least 1 byte", false;
-    a.max_file_size = *m;
-  }
+  a.memory_bytes = o.memory.value_or(0);
+  a.pids = o.pids.value_or(0);
+  a.cpu_time_ms = o.cpu_time_ms.value_or(0);
+  a.cpus = o.cpus.value_or(0);
+  a.max_file_size = o.max_file_size.value_or(0);
   return true;
 }
 
-// Builds the request; false (with a message) for a usage error.
+// Builds the request; false (with a message) for a usage error. Values arrive bounds-checked.
 bool build_args(const ExecOptions& o, proto::ExecArgs& a, std::string& error) {
-  if (o.has_shell == !o.argv.empty()) {
-    error = o.has_shell ? "give either --sh 'STRING' or -- PROGRAM ARGS, not both"
-                        : "no command: use `corral exec -- PROGRAM ARGS...` or `corral exec --sh 'STRING'`";
+  if (o.shell.has_value() == !o.argv.empty()) {
+    error = o.shell ? "give either --sh 'STRING' or -- PROGRAM ARGS, not both"
+                    : "no command: use `corral exec -- PROGRAM ARGS...` or `corral exec --sh 'STRING'`";
     return false;
   }
   a.argv = o.argv;
-  if (o.has_shell) {
-    if (o.shell.empty()) return error = "--sh needs a non-empty string", false;
-    a.shell = o.shell;
+  if (o.shell) {
+    if (o.shell->empty()) return error = "--sh needs a non-empty string", false;
+    a.shell = *o.shell;
   }
-  if (!o.timeout.empty()) {
-    auto t = parse_duration(o.timeout);
-    if (!t.ok()) return error = "--timeout: " + t.status().message(), false;
-    if (t->count() <= 0) return error = "--timeout must be more than 0 (got '" + o.timeout + "')", false;
-    if (*t > limits::kMaxTimeout)
-      return error = "--timeout " + o.timeout + " is over the maximum " + format_duration(limits::kMaxTimeout), false;
-    a.timeout_ms = static_cast<std::uint64_t>(t->count());
-  }
-  if (!o.grace.empty()) {
-    auto g = parse_duration(o.grace);
-    if (!g.ok()) return error = "--grace: " + g.status().message(), false;
-    if (*g > limits::kMaxGrace)
-      return error = "--grace " + o.grace + " is over the maximum " + format_duration(limits::kMaxGrace), false;
-    // 0 on the wire means "default"; a zero grace is 1 ms, i.e. SIGKILL right after SIGTERM.
-    a.grace_ms = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(g->count()));
-  }
-  if (!o.max_output.empty()) {
-    auto m = parse_size(o.max_output);
-    if (!m.ok()) return error = "--max-output: " + m.status().message(), false;
-    if (*m == 0) return error = "--max-output must be at least 1 byte", false;
-    if (*m > limits::kMaxOutput)
-      return error = "--max-output " + o.max_output + " is over the maximum " + format_size(limits::kMaxOutput), false;
-    a.max_output_bytes = *m;
-  }
+  a.timeout_ms = o.timeout_ms.value_or(0);
+  // 0 on the wire means "default"; a zero grace is 1 ms, i.e. SIGKILL right after SIGTERM.
+  if (o.grace_ms) a.grace_ms = std::max<std::uint64_t>(1, *o.grace_ms);
+  a.max_output_bytes = o.max_output.value_or(0);
   for (const auto& kv : o.env) {
-    auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) return error = "--env needs NAME=VALUE, got '" + kv + "'", false;
+    auto eq = kv.find('=');  // the option's validator made sure there is one, after a name
     a.env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
   }
   if (!o.cwd.empty()) {

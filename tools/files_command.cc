@@ -15,7 +15,8 @@ bool common(const FileOptions& o, proto::FileArgs& a, std::string& error) {
   a.path = o.path;
   a.scope = o.scope;
   for (const auto& w : o.workspaces) a.workspaces.push_back(absolute(w));
-  return parse_mode_arg(o.mode, a.mode, error);
+  a.mode = wire_mode(o.mode);
+  return true;
 }
 
 }  // namespace
@@ -25,17 +26,8 @@ int run_read(const FileOptions& o) {
   std::string error;
   if (!common(o, a, error)) return complain(kUsage, error);
   a.binary = o.binary;
-  if (!o.offset.empty()) {
-    auto v = parse_size(o.offset);
-    if (!v.ok()) return complain(kUsage, "--offset: " + v.status().message());
-    a.offset = *v;
-  }
-  if (!o.max_bytes.empty()) {
-    auto v = parse_size(o.max_bytes);
-    if (!v.ok()) return complain(kUsage, "--max-bytes: " + v.status().message());
-    if (*v == 0) return complain(kUsage, "--max-bytes must be at least 1");
-    a.max_bytes = *v;
-  }
+  a.offset = o.offset.value_or(0);
+  a.max_bytes = o.max_bytes.value_or(0);
   proto::Received reply;
   if (int rc = request(o.socket, proto::make_read(1, a), reply); rc != kOk) return rc;
   const proto::ReadResult* r = reply.msg->body_as_ReadResult();
@@ -65,12 +57,7 @@ int run_ls(const FileOptions& o) {
   proto::FileArgs a;
   std::string error;
   if (!common(o, a, error)) return complain(kUsage, error);
-  if (!o.max_entries.empty()) {
-    char* end = nullptr;
-    unsigned long v = std::strtoul(o.max_entries.c_str(), &end, 10);
-    if (*end || v < 1 || v > 10000) return complain(kUsage, "--max-entries must be between 1 and 10000");
-    a.max_entries = static_cast<std::uint32_t>(v);
-  }
+  a.max_entries = o.max_entries.value_or(0);
   proto::Received reply;
   if (int rc = request(o.socket, proto::make_list(1, a), reply); rc != kOk) return rc;
   const proto::ListResult* r = reply.msg->body_as_ListResult();

@@ -1,14 +1,20 @@
 // corral: one binary, the supervisor (`serve`) and every client command.
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <iostream>
+#include <limits>
 #include <tuple>
 
+#include "runtime/limits.h"
+#include "runtime/policy.h"
 #include "runtime/units.h"
 #include "tools/commands.h"
+#include "tools/options.h"
 #include "worker_proto/client.h"
 
 using namespace corral;
+using namespace corral::cli;
 
 namespace {
 
@@ -24,31 +30,41 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "corral 0.1.0");
   const std::string default_socket = proto::default_socket_path();
+  using std::chrono::milliseconds;
+  const auto any_duration = duration_in(milliseconds(1), milliseconds::max());
 
   // serve
   supervisor::ServerOptions serve_opts;
   serve_opts.socket_path = default_socket;
   std::string log_level = "info";
-  std::string max_queued = format_size(serve_opts.max_queued), max_frame = format_size(serve_opts.max_frame),
-              max_timeout = format_duration(serve_opts.max_timeout),
-              auth_deadline = format_duration(serve_opts.authorization_deadline);
+  std::uint64_t max_queued = serve_opts.max_queued, max_frame = serve_opts.max_frame,
+                max_timeout_ms = static_cast<std::uint64_t>(serve_opts.max_timeout.count()),
+                auth_deadline_ms = static_cast<std::uint64_t>(serve_opts.authorization_deadline.count());
   auto* serve = app.add_subcommand("serve", "Run the supervisor in the foreground until SIGTERM/SIGINT.");
   serve->add_option("--socket", serve_opts.socket_path, kSocketHelp);
-  serve->add_option("--allow-uid", serve_opts.allow_uids,
-                    "also accept peers with this uid (repeatable); the socket then opens to others and "
-                    "the peer credential check is the gate");
+  add_repeatable(serve, "--allow-uid", serve_opts.allow_uids,
+                 "also accept peers with this uid; the socket then opens to others and the peer credential "
+                 "check is the gate");
   serve->add_option("--max-connections", serve_opts.max_connections, "simultaneous client connections")
+      ->check(CLI::Range(1u, 1'000'000u))
       ->capture_default_str();
   serve->add_option("--max-in-flight", serve_opts.max_in_flight, "requests in flight per connection")
+      ->check(CLI::Range(1u, 1'000'000u))
       ->capture_default_str();
   serve->add_option("--max-queued", max_queued,
                     "bytes queued for one client before its commands' output is paused (back-pressure)")
-      ->capture_default_str();
-  serve->add_option("--max-frame", max_frame, "largest frame accepted or sent")->capture_default_str();
-  serve->add_option("--max-timeout", max_timeout, "largest timeout a request may ask for")->capture_default_str();
-  serve->add_option("--authorization-deadline", auth_deadline,
+      ->type_name("SIZE")->transform(size_in(1, std::numeric_limits<std::uint64_t>::max()))
+      ->default_str(format_size(max_queued));
+  serve->add_option("--max-frame", max_frame, "largest frame accepted or sent")
+      ->type_name("SIZE")->transform(size_in(1, 0xffffffffULL))
+      ->default_str(format_size(max_frame));
+  serve->add_option("--max-timeout", max_timeout_ms, "largest timeout a request may ask for")
+      ->type_name("DURATION")->transform(any_duration)
+      ->default_str(format_duration(serve_opts.max_timeout));
+  serve->add_option("--authorization-deadline", auth_deadline_ms,
                     "how long an authorized launch waits for its client's grant")
-      ->capture_default_str();
+      ->type_name("DURATION")->transform(any_duration)
+      ->default_str(format_duration(serve_opts.authorization_deadline));
   serve->add_option("--temp-root", serve_opts.temp_root,
                     "where scope temp dirs are created (default: $TMPDIR, else /tmp)");
   serve->add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
@@ -64,41 +80,54 @@ int main(int argc, char** argv) {
   auto* exec = app.add_subcommand(
       "exec",
       "Run a command through the supervisor: `corral exec [OPTIONS] -- PROGRAM ARGS...` or "
-      "`corral exec [OPTIONS] --sh 'STRING'`.\nOutput streams as it arrives. Exit status: the "
-      "command's own; 124 timed out; 125 corral failed; 126 not executable; 127 not found; "
-      "128+N killed by signal N (137 for the output, memory and CPU caps, told apart by --json's status); "
-      "77 not launched (--authorize-cmd refused).");
+      "`corral exec [OPTIONS] --sh 'STRING'`.\nEverything after `--` belongs to the program. Output streams as "
+      "it arrives. Exit status: the command's own; 124 timed out; 125 corral failed; 126 not executable; "
+      "127 not found; 128+N killed by signal N (137 for the output, memory and CPU caps, told apart by "
+      "--json's status); 77 not launched (--authorize-cmd refused).");
   exec->add_option("--socket", exec_opts.socket, kSocketHelp);
   exec->add_option("--sh", exec_opts.shell, "run STRING with /bin/sh -c instead of PROGRAM ARGS");
-  exec->add_option("--timeout", exec_opts.timeout,
+  exec->add_option("--timeout", exec_opts.timeout_ms,
                    "deadline: SIGTERM, then SIGKILL after the grace period (500ms, 2s, 1m; bare number = "
-                   "seconds; default 2m)");
-  exec->add_option("--grace", exec_opts.grace, "SIGTERM -> SIGKILL delay on timeout (default 2s)");
+                   "seconds; default 2m, max " + format_duration(limits::kMaxTimeout) + ")")
+      ->type_name("DURATION")->transform(duration_in(milliseconds(1), limits::kMaxTimeout));
+  exec->add_option("--grace", exec_opts.grace_ms,
+                   "SIGTERM -> SIGKILL delay on timeout (default 2s, max " + format_duration(limits::kMaxGrace) + ")")
+      ->type_name("DURATION")->transform(duration_in(milliseconds(0), limits::kMaxGrace));
   exec->add_option("--max-output", exec_opts.max_output,
                    "cap on stdout+stderr together; past it the command is killed (1000, 64K, 1M; "
-                   "default 1M, max 64M)");
-  exec->add_option("--env", exec_opts.env,
-                   "K=V for the command's environment (repeatable); it sees only these plus PATH, HOME "
-                   "and TMPDIR defaults");
+                   "default 1M, max " + format_size(limits::kMaxOutput) + ")")
+      ->type_name("SIZE")->transform(size_in(1, limits::kMaxOutput));
+  add_repeatable(exec, "--env", exec_opts.env,
+                 "NAME=VALUE for the command's environment; it sees only these plus PATH, HOME and TMPDIR "
+                 "defaults")
+      ->type_name("NAME=VALUE")->check(env_entry());
   exec->add_option("--cwd", exec_opts.cwd, "working directory (default: the scope's private temp dir)");
   exec->add_option("--stdin", exec_opts.stdin_file, "file to feed as stdin; '-' for corral's own stdin "
                    "(default: /dev/null)");
   exec->add_flag("--json", exec_opts.json, "print the result record as one JSON object");
   exec->add_option("--mode", exec_opts.mode,
                    "read-only | workspace-write | danger-full-access: what the command may write "
-                   "(see README, 'Policy by mode')")
-      ->capture_default_str();
-  exec->add_option("--workspace", exec_opts.workspaces, "a workspace root (repeatable): writable in workspace-write mode");
-  exec->add_option("--net", exec_opts.net, "denied (own empty network namespace, no IP sockets) | allowed (host network)")
-      ->capture_default_str();
-  exec->add_option("--deny-read", exec_opts.deny_read, "PATH masked inside (repeatable)");
-  exec->add_option("--protect", exec_opts.protect, "PATH kept read-only even inside a writable root (repeatable)");
-  exec->add_option("--bind", exec_opts.binds, "SRC:DST[:ro|rw] shows host path SRC at DST inside (repeatable; default ro)");
-  exec->add_option("--memory", exec_opts.memory, "memory cap for the whole tree (e.g. 256M); past it: status memory_limit");
-  exec->add_option("--pids", exec_opts.pids, "cap on processes and threads of the whole tree");
-  exec->add_option("--cpu-time", exec_opts.cpu_time, "total CPU time of the whole tree (e.g. 10s); past it: status cpu_limit");
-  exec->add_option("--cpus", exec_opts.cpus, "CPU rate, e.g. 0.5 for half a CPU");
-  exec->add_option("--max-file-size", exec_opts.max_file_size, "largest file the command may write (e.g. 10M)");
+                   "(default: the scope's, else workspace-write; see README, 'Policy by mode')")
+      ->type_name("MODE")->transform(mode_name());
+  add_repeatable(exec, "--workspace", exec_opts.workspaces, "a workspace root: writable in workspace-write mode");
+  exec->add_option("--net", exec_opts.net,
+                   "denied (own network namespace with only its loopback) | allowed (host network) "
+                   "(default: the scope's, else denied)")
+      ->type_name("NET")->transform(network_name());
+  add_repeatable(exec, "--deny-read", exec_opts.deny_read, "PATH masked inside");
+  add_repeatable(exec, "--protect", exec_opts.protect, "PATH kept read-only even inside a writable root");
+  add_repeatable(exec, "--bind", exec_opts.binds, "SRC:DST[:ro|rw] shows host path SRC at DST inside (default ro)");
+  exec->add_option("--memory", exec_opts.memory, "memory cap for the whole tree (4M to 1024G); past it: status memory_limit")
+      ->type_name("SIZE")->transform(size_in(cap_limits::kMinMemory, cap_limits::kMaxMemory));
+  exec->add_option("--pids", exec_opts.pids, "cap on processes and threads of the whole tree (1 to 1000000)")
+      ->check(CLI::Range(std::uint64_t{1}, cap_limits::kMaxPids));
+  exec->add_option("--cpu-time", exec_opts.cpu_time_ms,
+                   "total CPU time of the whole tree (at least 10ms, e.g. 10s); past it: status cpu_limit")
+      ->type_name("DURATION")->transform(duration_in(cap_limits::kMinCpuTime, milliseconds::max()));
+  exec->add_option("--cpus", exec_opts.cpus, "CPU rate, e.g. 0.5 for half a CPU (0.001 to 1024)")
+      ->check(CLI::Range(1e-3, cap_limits::kMaxCpus));
+  exec->add_option("--max-file-size", exec_opts.max_file_size, "largest file the command may write (e.g. 10M)")
+      ->type_name("SIZE")->transform(size_in(1, cap_limits::kMaxFileSize));
   exec->add_option("--scope", exec_opts.scope, "run in this scope (from `corral scope create`)");
   exec->add_flag("--background", exec_opts.background,
                  "start it and print its id alone on the last line; no deadline; drain output with "
@@ -115,22 +144,27 @@ int main(int argc, char** argv) {
     fo.socket = default_socket;
     auto* sub = app.add_subcommand(name, help);
     sub->add_option("--socket", fo.socket, kSocketHelp);
-    sub->add_option("--workspace", fo.workspaces,
-                    "a workspace root (repeatable); a relative PATH is taken beneath the first one, an "
-                    "absolute PATH must lie beneath a workspace root or the scope's temp dir");
-    sub->add_option("--mode", fo.mode, "read-only refuses writes; danger-full-access allows any path")->capture_default_str();
+    add_repeatable(sub, "--workspace", fo.workspaces,
+                   "a workspace root; a relative PATH is taken beneath the first one, an absolute PATH must "
+                   "lie beneath a workspace root or the scope's temp dir");
+    sub->add_option("--mode", fo.mode,
+                    "read-only refuses writes; danger-full-access allows any path (default: workspace-write)")
+        ->type_name("MODE")->transform(mode_name());
     sub->add_option("--scope", fo.scope, "the scope whose temp dir is a root (default: this command's own)");
     sub->add_option("path", fo.path, "the file or directory")->required();
     return sub;
   };
   auto* read = file_command("read", "Print a file (UTF-8 text, or bytes with --binary) through one bounded handle.", read_opts);
-  read->add_option("--offset", read_opts.offset, "first byte to read");
-  read->add_option("--max-bytes", read_opts.max_bytes, "window size (default 1M text, 50M bytes, bounded by the frame size)");
+  read->add_option("--offset", read_opts.offset, "first byte to read (a size: 0, 4096, 1M)")
+      ->type_name("SIZE")->transform(size_in(0, std::numeric_limits<std::int64_t>::max()));
+  read->add_option("--max-bytes", read_opts.max_bytes, "window size (default 1M text, 50M bytes, bounded by the frame size)")
+      ->type_name("SIZE")->transform(size_in(1, std::numeric_limits<std::uint64_t>::max()));
   read->add_flag("--binary", read_opts.binary, "exact bytes, no UTF-8 check");
   auto* write = file_command("write", "Write stdin to a file atomically (temp file + rename; UTF-8 unless --binary; 1M max).", write_opts);
   write->add_flag("--binary", write_opts.binary, "accept any bytes");
   auto* ls = file_command("ls", "List a directory: name, type, size, mtime.", ls_opts);
-  ls->add_option("--max-entries", ls_opts.max_entries, "at most this many entries (default and max 10000)");
+  ls->add_option("--max-entries", ls_opts.max_entries, "at most this many entries (default and max 10000)")
+      ->check(CLI::Range(1u, 10000u));
   ls->add_flag("--json", ls_opts.json, "print as JSON");
 
   // status
@@ -149,7 +183,8 @@ int main(int argc, char** argv) {
       "e.g. corral call '{request_id: 1, body_type: \"ExecRequest\", body: {argv: [\"echo\", \"hi\"]}}'.\n"
       "The hello is sent for you; a missing request_id becomes 1. Exit 1 if the reply is an Error.");
   call->add_option("--socket", call_opts.socket, kSocketHelp);
-  call->add_option("--timeout", call_opts.timeout, "give up waiting for the final reply after this long");
+  call->add_option("--timeout", call_opts.timeout_ms, "give up waiting for the final reply after this long")
+      ->type_name("DURATION")->transform(any_duration);
   call->add_option("message", call_opts.json, "the Message as JSON (schema: worker_proto/corral.fbs)")->required();
   bool call_json = true;
   call->add_flag("--json", call_json, "accepted for symmetry: call always prints JSON");
@@ -165,9 +200,11 @@ int main(int argc, char** argv) {
   scope_create->add_option("--parent", scope_opts.parent, "make it a child of this scope (closed with it)");
   bool detach_flag = true;
   scope_create->add_flag("--detach", detach_flag, "accepted: the CLI always detaches");
-  scope_create->add_option("--mode", scope_opts.mode, "default mode for what runs in it")->capture_default_str();
-  scope_create->add_option("--net", scope_opts.net, "default network policy")->capture_default_str();
-  scope_create->add_option("--workspace", scope_opts.workspaces, "default workspace roots (repeatable)");
+  scope_create->add_option("--mode", scope_opts.mode, "default mode for what runs in it (default: workspace-write)")
+      ->type_name("MODE")->transform(mode_name());
+  scope_create->add_option("--net", scope_opts.net, "default network policy (default: denied)")
+      ->type_name("NET")->transform(network_name());
+  add_repeatable(scope_create, "--workspace", scope_opts.workspaces, "a default workspace root");
   auto* scope_close = scope->add_subcommand("close", "Close a scope: end everything in it and in its children, remove their temp dirs.");
   scope_close->add_option("--socket", scope_opts.socket, kSocketHelp);
   scope_close->add_option("id", scope_opts.id, "the scope")->required();
@@ -206,18 +243,23 @@ int main(int argc, char** argv) {
   w_start->add_flag("--python", w_opts.python,
                     "the shipped Python worker: /usr/bin/python3 -I -B -u <source>/worker_proto/python/corral_eval_worker.py "
                     "<build>/worker_proto/python; requests {\"code\": ...}, replies {ok, stdout, stderr, result, error}");
-  w_start->add_option("--mode", w_opts.mode, "isolation mode, as for exec")->capture_default_str();
-  w_start->add_option("--net", w_opts.net, "network policy, as for exec")->capture_default_str();
-  w_start->add_option("--workspace", w_opts.workspaces, "workspace roots (repeatable)");
-  w_start->add_option("--memory", w_opts.memory, "memory cap for the worker's tree");
-  w_start->add_option("--pids", w_opts.pids, "cap on the worker's processes and threads");
-  w_start->add_option("--cpus", w_opts.cpus, "CPU rate for the worker, e.g. 0.5");
-  w_start->add_option("--idle-timeout", w_opts.idle_timeout, "stop it after this long without evaluations (default 10m)");
+  w_start->add_option("--mode", w_opts.mode, "isolation mode, as for exec")->type_name("MODE")->transform(mode_name());
+  w_start->add_option("--net", w_opts.net, "network policy, as for exec")->type_name("NET")->transform(network_name());
+  add_repeatable(w_start, "--workspace", w_opts.workspaces, "a workspace root");
+  w_start->add_option("--memory", w_opts.memory, "memory cap for the worker's tree (4M to 1024G)")
+      ->type_name("SIZE")->transform(size_in(cap_limits::kMinMemory, cap_limits::kMaxMemory));
+  w_start->add_option("--pids", w_opts.pids, "cap on the worker's processes and threads (1 to 1000000)")
+      ->check(CLI::Range(std::uint64_t{1}, cap_limits::kMaxPids));
+  w_start->add_option("--cpus", w_opts.cpus, "CPU rate for the worker, e.g. 0.5 (0.001 to 1024)")
+      ->check(CLI::Range(1e-3, cap_limits::kMaxCpus));
+  w_start->add_option("--idle-timeout", w_opts.idle_timeout_ms, "stop it after this long without evaluations (default 10m)")
+      ->type_name("DURATION")->transform(any_duration);
   w_start->add_option("program", w_opts.argv, "/ABS/PATH/RUNTIME ARGS... (after --)");
   auto* w_eval = worker_sub("eval", "Evaluate one request (from --request or stdin) and print the reply. Evaluations on "
                                     "one worker are serialized; a deadline, cancel or crash loses the worker's state.", true);
   w_eval->add_option("--request", w_opts.request, "the request (default: read stdin)");
-  w_eval->add_option("--timeout", w_opts.timeout, "evaluation deadline (default 2m); past it the worker is killed");
+  w_eval->add_option("--timeout", w_opts.timeout_ms, "evaluation deadline (default 2m); past it the worker is killed")
+      ->type_name("DURATION")->transform(duration_in(milliseconds(1), limits::kMaxTimeout));
   w_eval->add_flag("--reset", w_opts.reset, "start a fresh worker first (after its state was lost), then evaluate");
   w_eval->add_option("--host-cmd", w_opts.host_cmd,
                      "serve the evaluation's host calls: run CMD with the call on stdin; its stdout is the reply, a "
@@ -232,41 +274,28 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help, --version (CallForHelp derives from Success)
+  } catch (const CLI::ExtrasError& e) {
+    return cli::complain(cli::kUsage, std::string(e.what()) + " (a program's own arguments go after `--`; see --help)");
   } catch (const CLI::ParseError& e) {
     return cli::complain(cli::kUsage, std::string(e.what()) + " (see --help)");
   }
 
   if (*serve) {
-    auto q = parse_size(max_queued);
-    auto f = parse_size(max_frame);
-    auto t = parse_duration(max_timeout);
-    for (const Status* st : {q.ok() ? nullptr : &q.status(), f.ok() ? nullptr : &f.status(),
-                             t.ok() ? nullptr : &t.status()})
-      if (st) return cli::complain(cli::kUsage, st->message());
-    if (*f > 0xffffffffULL) return cli::complain(cli::kUsage, "--max-frame is too large");
-    serve_opts.max_queued = *q;
-    serve_opts.max_frame = static_cast<std::uint32_t>(*f);
-    serve_opts.max_timeout = *t;
-    auto ad = parse_duration(auth_deadline);
-    if (!ad.ok()) return cli::complain(cli::kUsage, "--authorization-deadline: " + ad.status().message());
-    serve_opts.authorization_deadline = *ad;
+    serve_opts.max_queued = max_queued;
+    serve_opts.max_frame = static_cast<std::uint32_t>(max_frame);  // bounded by its validator
+    serve_opts.max_timeout = milliseconds(max_timeout_ms);
+    serve_opts.authorization_deadline = milliseconds(auth_deadline_ms);
     if (auto ids = cli::lookup_sandbox_user(sandbox_user); !ids.ok())
       return cli::complain(cli::kUsage, "--sandbox-uid: " + ids.status().message());
     else
       std::tie(serve_opts.sandbox_uid, serve_opts.sandbox_gid) = *ids;
     return cli::run_serve(serve_opts, log_level);
   }
-  if (*exec) {
-    exec_opts.has_shell = exec->count("--sh") > 0;
-    return cli::run_exec(exec_opts);
-  }
+  if (*exec) return cli::run_exec(exec_opts);
   if (*status) return cli::run_status(status_opts);
   if (*call) return cli::run_call(call_opts);
   if (*w_start) return cli::run_worker_start(w_opts);
-  if (*w_eval) {
-    w_opts.has_request = w_eval->count("--request") > 0;
-    return cli::run_worker_eval(w_opts);
-  }
+  if (*w_eval) return cli::run_worker_eval(w_opts);
   if (*w_stop) return cli::run_worker_stop(w_opts);
   if (*w_list) return cli::run_worker_list(w_opts);
   if (*w_logs) return cli::run_worker_logs(w_opts);

@@ -9,10 +9,10 @@ namespace corral::cli {
 
 int run_scope_create(const ScopeOptions& o) {
   proto::ScopeArgs a;
-  std::string error;
   a.parent = o.parent;
   a.detach = true;  // the CLI's connection lasts one command: its scopes must outlive it
-  if (!parse_mode_arg(o.mode, a.mode, error) || !parse_net_arg(o.net, a.network, error)) return complain(kUsage, error);
+  a.mode = wire_mode(o.mode);
+  a.network = wire_network(o.net);
   for (const auto& w : o.workspaces) a.workspaces.push_back(absolute(w));
   proto::Received reply;
   if (int rc = request(o.socket, proto::make_scope_create(1, a), reply); rc != kOk) return rc;

@@ -23,35 +23,9 @@ proto::Frame worker_frame(proto::Body type, const std::function<flatbuffers::Off
 }  // namespace
 
 int run_worker_start(const WorkerOptions& o) {
-  std::string error;
-  proto::Mode mode;
-  proto::Network net;
-  if (!parse_mode_arg(o.mode, mode, error) || !parse_net_arg(o.net, net, error)) return complain(kUsage, error);
   if (o.python == !o.argv.empty())
     return complain(kUsage, o.python ? "give --python or -- /ABS/PATH ARGS, not both"
                                      : "no worker program: use --python or -- /ABS/PATH/RUNTIME ARGS...");
-  std::uint64_t memory = 0, idle = 0, pids = 0;
-  double cpus = 0;
-  if (!o.pids.empty()) {
-    char* end = nullptr;
-    pids = std::strtoull(o.pids.c_str(), &end, 10);
-    if (o.pids[0] == '-' || *end || pids < 1 || pids > 1'000'000) return complain(kUsage, "--pids must be between 1 and 1000000");
-  }
-  if (!o.cpus.empty()) {
-    char* end = nullptr;
-    cpus = std::strtod(o.cpus.c_str(), &end);
-    if (*end || !(cpus > 0) || cpus > 1024) return complain(kUsage, "--cpus must be more than 0 and at most 1024");
-  }
-  if (!o.memory.empty()) {
-    auto m = parse_size(o.memory);
-    if (!m.ok()) return complain(kUsage, "--memory: " + m.status().message());
-    memory = *m;
-  }
-  if (!o.idle_timeout.empty()) {
-    auto t = parse_duration(o.idle_timeout);
-    if (!t.ok() || t->count() <= 0) return complain(kUsage, "--idle-timeout must be a duration over 0");
-    idle = static_cast<std::uint64_t>(t->count());
-  }
   std::vector<std::string> workspaces;
   for (const auto& w : o.workspaces) workspaces.push_back(absolute(w));
   proto::WorkerStartArgs args;
@@ -59,13 +33,13 @@ int run_worker_start(const WorkerOptions& o) {
   args.scope = o.scope;
   args.argv = o.argv;
   args.python = o.python;
-  args.mode = mode;
-  args.network = net;
+  args.mode = wire_mode(o.mode);
+  args.network = wire_network(o.net);
   args.workspaces = std::move(workspaces);
-  args.memory_bytes = memory;
-  args.pids = pids;
-  args.cpus = cpus;
-  args.idle_timeout_ms = idle;
+  args.memory_bytes = o.memory.value_or(0);
+  args.pids = o.pids.value_or(0);
+  args.cpus = o.cpus.value_or(0);
+  args.idle_timeout_ms = o.idle_timeout_ms.value_or(0);
   auto frame = proto::make_worker_start(1, args);
   proto::Received reply;
   if (int rc = request(o.socket, frame, reply); rc != kOk) return rc;
@@ -77,17 +51,13 @@ int run_worker_start(const WorkerOptions& o) {
 }
 
 int run_worker_eval(const WorkerOptions& o) {
-  std::string request = o.request;
-  if (!o.has_request) {
+  std::string request;
+  if (o.request) {
+    request = *o.request;
+  } else {
     std::ostringstream ss;
     ss << std::cin.rdbuf();
     request = ss.str();
-  }
-  std::uint64_t timeout = 0;
-  if (!o.timeout.empty()) {
-    auto t = parse_duration(o.timeout);
-    if (!t.ok() || t->count() <= 0) return complain(kUsage, "--timeout must be a duration over 0");
-    timeout = static_cast<std::uint64_t>(t->count());
   }
   std::string error;
   auto client = proto::Client::connect(o.socket, error, "corral-worker-eval");
@@ -96,7 +66,7 @@ int run_worker_eval(const WorkerOptions& o) {
   args.name = o.name;
   args.scope = o.scope;
   args.request = std::move(request);
-  args.timeout_ms = timeout;
+  args.timeout_ms = o.timeout_ms.value_or(0);
   args.reset = o.reset;
   args.serve_host_calls = !o.host_cmd.empty();
   auto frame = proto::make_worker_eval(1, args);

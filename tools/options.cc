@@ -1,0 +1,66 @@
+#include "tools/options.h"
+
+#include "runtime/policy.h"
+#include "runtime/units.h"
+
+namespace corral::cli {
+
+CLI::Validator size_in(std::uint64_t min, std::uint64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        auto v = parse_size(text);
+        if (!v.ok()) return v.status().message();
+        if (*v < min) return "'" + text + "' is under the minimum " + format_size(min);
+        if (*v > max) return "'" + text + "' is over the maximum " + format_size(max);
+        text = std::to_string(*v);
+        return {};
+      },
+      "");
+}
+
+CLI::Validator duration_in(std::chrono::milliseconds min, std::chrono::milliseconds max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        auto v = parse_duration(text);
+        if (!v.ok()) return v.status().message();
+        if (*v < min) return "'" + text + "' is under the minimum " + format_duration(min);
+        if (*v > max) return "'" + text + "' is over the maximum " + format_duration(max);
+        text = std::to_string(v->count());
+        return {};
+      },
+      "");
+}
+
+CLI::Validator mode_name() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        auto m = parse_mode(text);
+        if (!m.ok()) return m.status().message();
+        text = std::to_string(static_cast<int>(*m));
+        return {};
+      },
+      "");
+}
+
+CLI::Validator network_name() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        auto n = parse_network(text);
+        if (!n.ok()) return n.status().message();
+        text = std::to_string(static_cast<int>(*n));
+        return {};
+      },
+      "");
+}
+
+CLI::Validator env_entry() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        auto eq = text.find('=');
+        if (eq == std::string::npos || eq == 0) return "needs NAME=VALUE, got '" + text + "'";
+        return {};
+      },
+      "");
+}
+
+}  // namespace corral::cli

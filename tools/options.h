@@ -1,0 +1,41 @@
+// CLI11 building blocks for corral's command line: repeatable options that take exactly one
+// value per occurrence, and validators that turn what users type (sizes, durations, mode and
+// network names) into typed values with their bounds checked. The units are runtime/units.h's
+// (docs/design.md "Units, defaults, limits").
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace corral::cli {
+
+// Each validator below has no description of its own: the option names its type (SIZE,
+// DURATION, MODE, NET) with type_name().
+
+// A repeatable option: `--NAME VALUE` may be given any number of times and each occurrence
+// takes exactly one value, so the words after it (a positional argument, `--`, the program's
+// own arguments) are never swallowed. " (repeatable)" is appended to `help`; the CLI test
+// matrix (tests/cli_test.cc) finds every such option through --help.
+template <class T>
+CLI::Option* add_repeatable(CLI::App* app, const std::string& name, std::vector<T>& values, const std::string& help) {
+  return app->add_option(name, values, help + " (repeatable)")->allow_extra_args(false)->take_all();
+}
+
+// A size ("1000", "64K", "1M", "2G"; 1024-based) between `min` and `max` bytes, rewritten to its
+// byte count so that the option's integer receives it.
+CLI::Validator size_in(std::uint64_t min, std::uint64_t max);
+// A duration ("500ms", "2", "1.5s", "1m", "1h"; a bare number is seconds) between `min` and
+// `max`, rewritten to whole milliseconds for the option's integer.
+CLI::Validator duration_in(std::chrono::milliseconds min, std::chrono::milliseconds max);
+// "read-only" | "workspace-write" | "danger-full-access", rewritten to corral::Mode's value.
+CLI::Validator mode_name();
+// "denied" | "allowed", rewritten to corral::Network's value.
+CLI::Validator network_name();
+// NAME=VALUE with a non-empty NAME (--env).
+CLI::Validator env_entry();
+
+}  // namespace corral::cli
