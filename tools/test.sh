@@ -9,7 +9,7 @@ tools/build.sh
 
 fuzz_seconds="${CORRAL_FUZZ_SECONDS:-20}"
 if [ "$fuzz_seconds" -gt 0 ]; then
-  cmake -S . -B build-fuzz -DCORRAL_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake -S . -B build-fuzz -DCORRAL_FUZZ=ON -DCORRAL_WERROR=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build-fuzz -j"${CORRAL_JOBS:-2}"
   scratch=$(mktemp -d)
   trap 'rm -rf "$scratch"' EXIT
