@@ -361,15 +361,7 @@ void Connection::on_exec_done(std::uint64_t id, const ExecSpec& spec, Result res
 }
 
 void Connection::log_launch(const Peer& peer, std::uint64_t id, const ExecSpec& spec, const Result& result) {
-  spdlog::info(
-      "launch peer_uid={} peer_pid={} request={} {} cwd=\"{}\" {} timeout_ms={} max_output={} "
-      "status={} exit_code={} signal={} wall_ms={} output_bytes={} truncated={}{}{}",
-      peer.uid, peer.pid, id, describe_command(spec), spec.cwd.empty() ? spec.temp_dir : spec.cwd,
-      describe_policy(spec), spec.timeout.count(), spec.max_output, status_name(result.status),
-      result.exit_code ? std::to_string(*result.exit_code) : "null", result.signal, result.wall_ms,
-      result.out_bytes + result.err_bytes, result.output_truncated,
-      result.setup_step.empty() ? "" : " setup_step=" + result.setup_step,
-      result.setup_errno ? " setup_errno=" + std::to_string(result.setup_errno) : "");
+  spdlog::info("launch {}", launch_record(peer.uid, peer.pid, id, spec, result));
 }
 
 void Connection::on_file(const proto::Message& msg) {

@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "runtime/units.h"
-#include "worker_proto/json.h"
+#include "supervisor/json_text.h"
 #include "worker_proto/messages.h"
 
 namespace corral::supervisor {
@@ -143,112 +143,79 @@ flatbuffers::Offset<proto::ExecResult> build_exec_result(flatbuffers::FlatBuffer
 }
 
 
-std::string describe_command(const ExecSpec& spec) {
-  std::string out;
-  if (spec.shell) {
-    out = "sh=";
-    proto::append_json_string(out, *spec.shell);
-    return out;
-  }
-  out = "argv=[";
-  for (std::size_t i = 0; i < spec.argv.size(); ++i) {
-    if (i) out.push_back(',');
-    proto::append_json_string(out, spec.argv[i]);
-  }
-  out.push_back(']');
-  return out;
-}
-
 }  // namespace corral::supervisor
 
 namespace corral::supervisor {
 
-std::string authorization_description(const ExecSpec& spec, const std::string& scope) {
-  std::string out = "{";
-  auto key = [&](const char* k) {
-    if (out.size() > 1) out.push_back(',');
-    proto::append_json_string(out, k);
-    out.push_back(':');
-  };
-  auto list = [&](const char* k, const std::vector<std::string>& v) {
-    key(k);
-    out.push_back('[');
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      if (i) out.push_back(',');
-      proto::append_json_string(out, v[i]);
-    }
-    out.push_back(']');
-  };
-  if (spec.shell) {
-    key("sh");
-    proto::append_json_string(out, *spec.shell);
-  } else {
-    list("argv", spec.argv);
-  }
-  key("cwd");
-  proto::append_json_string(out, spec.cwd.empty() ? "/tmp" : spec.cwd);
-  std::vector<std::string> env_names;
-  for (const auto& [k, v] : spec.env) env_names.push_back(k);
-  list("env", env_names);
-  const Policy& p = *spec.policy;
-  key("mode");
-  proto::append_json_string(out, mode_name(p.mode));
-  key("network");
-  proto::append_json_string(out, network_name(p.network));
-  list("workspaces", p.workspaces);
-  list("deny_read", p.deny_read);
-  list("protect", p.protect);
-  std::vector<std::string> binds;
-  for (const auto& b : p.binds) binds.push_back(b.source + ":" + b.target + (b.writable ? ":rw" : ":ro"));
-  list("binds", binds);
-  key("caps");
-  out.push_back('{');
-  std::string caps;
-  auto cap = [&](const char* k, const std::string& v) {
-    if (!caps.empty()) caps.push_back(',');
-    proto::append_json_string(caps, k);
-    caps.push_back(':');
-    caps += v;
-  };
-  if (p.caps.memory_bytes) cap("memory_bytes", std::to_string(*p.caps.memory_bytes));
-  if (p.caps.pids) cap("pids", std::to_string(*p.caps.pids));
-  if (p.caps.cpu_time) cap("cpu_time_ms", std::to_string(p.caps.cpu_time->count()));
-  if (p.caps.cpus) cap("cpus", std::to_string(*p.caps.cpus));
-  if (p.caps.max_file_size) cap("max_file_size", std::to_string(*p.caps.max_file_size));
-  out += caps + "}";
-  key("timeout_ms");
-  out += std::to_string(spec.timeout.count());
-  key("max_output_bytes");
-  out += std::to_string(spec.max_output);
-  key("scope");
-  proto::append_json_string(out, scope);
-  out.push_back('}');
-  return out;
+namespace {
+
+// What will run: the command, where, with what environment names and isolation. Shared by the
+// authorization description and the audit record.
+void add_command(Json& out, const ExecSpec& spec, const std::string& default_cwd) {
+  if (spec.shell) out["sh"] = *spec.shell;
+  else out["argv"] = spec.argv;
+  out["cwd"] = spec.cwd.empty() ? default_cwd : spec.cwd;
 }
 
-std::string describe_policy(const ExecSpec& spec) {
-  if (!spec.policy) return "sandbox=none";
+void add_policy(Json& out, const ExecSpec& spec) {
+  if (!spec.policy) {
+    out["sandbox"] = nullptr;
+    return;
+  }
   const Policy& p = *spec.policy;
-  std::string out = std::string("mode=") + mode_name(p.mode) + " net=" + network_name(p.network);
-  auto list = [&](const char* name, const std::vector<std::string>& v) {
-    if (v.empty()) return;
-    out += std::string(" ") + name + "=[";
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      if (i) out.push_back(',');
-      proto::append_json_string(out, v[i]);
-    }
-    out.push_back(']');
-  };
-  list("workspaces", p.workspaces);
-  list("deny_read", p.deny_read);
-  list("protect", p.protect);
-  for (const auto& b : p.binds) out += " bind=" + b.source + ":" + b.target + (b.writable ? ":rw" : ":ro");
-  if (p.caps.memory_bytes) out += " memory=" + format_size(*p.caps.memory_bytes);
-  if (p.caps.pids) out += " pids=" + std::to_string(*p.caps.pids);
-  if (p.caps.cpu_time) out += " cpu_time=" + format_duration(*p.caps.cpu_time);
-  if (p.caps.cpus) out += " cpus=" + std::to_string(*p.caps.cpus);
-  if (p.caps.max_file_size) out += " max_file_size=" + format_size(*p.caps.max_file_size);
-  return out;
+  out["mode"] = mode_name(p.mode);
+  out["network"] = network_name(p.network);
+  out["workspaces"] = p.workspaces;
+  out["deny_read"] = p.deny_read;
+  out["protect"] = p.protect;
+  Json binds = Json::array();
+  for (const auto& b : p.binds) binds.push_back(b.source + ":" + b.target + (b.writable ? ":rw" : ":ro"));
+  out["binds"] = std::move(binds);
+  Json caps = Json::object();
+  if (p.caps.memory_bytes) caps["memory_bytes"] = *p.caps.memory_bytes;
+  if (p.caps.pids) caps["pids"] = *p.caps.pids;
+  if (p.caps.cpu_time) caps["cpu_time_ms"] = p.caps.cpu_time->count();
+  if (p.caps.cpus) caps["cpus"] = *p.caps.cpus;
+  if (p.caps.max_file_size) caps["max_file_size"] = *p.caps.max_file_size;
+  out["caps"] = std::move(caps);
+}
+
+}  // namespace
+
+std::string authorization_description(const ExecSpec& spec, const std::string& scope) {
+  Json out = Json::object();
+  add_command(out, spec, "/tmp");  // as the command sees it
+  Json env_names = Json::array();
+  for (const auto& [k, v] : spec.env) env_names.push_back(k);
+  out["env"] = std::move(env_names);
+  add_policy(out, spec);
+  out["timeout_ms"] = spec.timeout.count();
+  out["max_output_bytes"] = spec.max_output;
+  out["scope"] = scope;
+  return json_text(out);
+}
+
+std::string launch_record(uid_t peer_uid, pid_t peer_pid, std::uint64_t request_id, const ExecSpec& spec,
+                          const Result& result) {
+  Json out = Json::object();
+  out["peer_uid"] = peer_uid;
+  out["peer_pid"] = peer_pid;
+  out["request"] = request_id;
+  add_command(out, spec, spec.temp_dir);  // the host path
+  add_policy(out, spec);
+  out["timeout_ms"] = spec.timeout.count();
+  out["max_output"] = spec.max_output;
+  out["status"] = status_name(result.status);
+  out["exit_code"] = result.exit_code ? Json(*result.exit_code) : Json(nullptr);
+  out["signal"] = result.signal;
+  out["wall_ms"] = result.wall_ms;
+  out["output_bytes"] = result.out_bytes + result.err_bytes;
+  out["truncated"] = result.output_truncated;
+  if (!result.setup_step.empty()) {
+    out["setup_step"] = result.setup_step;
+    out["setup_errno"] = result.setup_errno;
+  }
+  return json_text(out);
 }
 
 }  // namespace corral::supervisor

@@ -21,11 +21,14 @@ StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& o
 proto::Frame make_exec_result(std::uint64_t request_id, const Result& result);
 flatbuffers::Offset<proto::ExecResult> build_exec_result(flatbuffers::FlatBufferBuilder& fbb, const Result& result);
 
-// One line for the audit log: the command as typed (argv JSON array or shell string).
-std::string describe_command(const ExecSpec& spec);
-// Exactly what an authorized launch will run, as JSON for the client to judge.
+// Exactly what an authorized launch will run, as one line of JSON for the client to judge:
+// sh or argv, cwd, env (names only), mode, network, workspaces, deny_read, protect, binds, caps,
+// timeout_ms, max_output_bytes, scope.
 std::string authorization_description(const ExecSpec& spec, const std::string& scope);
-// The isolation asked for, for the audit log: mode, network, roots, caps.
-std::string describe_policy(const ExecSpec& spec);
+// The audit log's record of one launch, as one line of JSON: who asked (peer_uid, peer_pid,
+// request), what ran (as in the description) and how it ended (status, exit_code, signal,
+// wall_ms, output_bytes, truncated, and setup_step/setup_errno for a setup error).
+std::string launch_record(uid_t peer_uid, pid_t peer_pid, std::uint64_t request_id, const ExecSpec& spec,
+                          const Result& result);
 
 }  // namespace corral::supervisor

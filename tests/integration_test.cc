@@ -7,6 +7,8 @@
 
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/test_util.h"
 #include "worker_proto/messages.h"
 
@@ -129,10 +131,25 @@ TEST_CASE("the supervisor's environment does not leak; the audit log records eac
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("MINE=1\n") != std::string::npos);
   CHECK(r.out.find("CORRAL_SUPERVISOR_SECRET") == std::string::npos);
+  // One JSON object per launch, after "launch ", valid whatever bytes the command line held.
+  CHECK(cli({"exec", "--", kHelper, "exit", "3", "\xff"}, s.socket()).exit_code == 3);
   std::string log = s.log();
-  CHECK(log.find("launch peer_uid=" + std::to_string(::geteuid())) != std::string::npos);
-  CHECK(log.find("argv=[\"" + kHelper + "\",\"env\"]") != std::string::npos);
-  CHECK(log.find("status=exited exit_code=0") != std::string::npos);
+  std::vector<nlohmann::json> launches;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);)
+    if (auto at = line.find(" info launch "); at != std::string::npos)
+      launches.push_back(nlohmann::json::parse(line.substr(at + 13)));  // throws (fails) if not JSON
+  REQUIRE(launches.size() == 2);
+  const auto& first = launches[0];
+  CHECK(first["peer_uid"] == ::geteuid());
+  CHECK(first["argv"] == nlohmann::json::array({kHelper, "env"}));
+  CHECK(first["status"] == "exited");
+  CHECK(first["exit_code"] == 0);
+  CHECK(first["mode"] == "workspace-write");
+  CHECK(first["network"] == "denied");
+  CHECK(first["truncated"] == false);
+  CHECK(launches[1]["argv"] == nlohmann::json::array({kHelper, "exit", "3", "\xEF\xBF\xBD"}));
+  CHECK(launches[1]["exit_code"] == 3);
 }
 
 TEST_CASE("many requests in flight on one connection, each with exactly one final reply") {

@@ -12,7 +12,7 @@
 #include "runtime/result.h"
 #include "runtime/units.h"
 #include "tools/commands.h"
-#include "tools/json_writer.h"
+#include "supervisor/json_text.h"
 #include "worker_proto/client.h"
 
 namespace corral::cli {
@@ -45,34 +45,28 @@ Result to_result(const proto::ExecResult& r, std::string out, std::string err) {
 }
 
 std::string result_json(const Result& r) {
-  JsonWriter j;
-  j.begin_object();
-  j.field("status", status_name(r.status));
-  j.field("exit_code", r.exit_code);
-  j.key("signal");
-  if (r.signal) j.value(r.signal);
-  else j.null();
-  j.field("timed_out", r.timed_out);
-  j.field("output_truncated", r.output_truncated);
-  j.field("stdout", r.out);
-  j.field("stderr", r.err);
-  j.field("wall_ms", r.wall_ms);
-  j.field("user_cpu_ms", r.user_cpu_ms);
-  j.field("sys_cpu_ms", r.sys_cpu_ms);
-  j.field("max_rss_kb", r.max_rss_kb);
-  j.field("memory_peak_kb", r.memory_peak_kb);
-  j.begin_array("enforced");
-  for (const auto& e : r.enforced) j.value(e);
-  j.end_array();
-  j.field("temp_dir", r.temp_dir);
+  Json j = Json::object();
+  j["status"] = status_name(r.status);
+  j["exit_code"] = r.exit_code ? Json(*r.exit_code) : Json(nullptr);
+  j["signal"] = r.signal ? Json(r.signal) : Json(nullptr);
+  j["timed_out"] = r.timed_out;
+  j["output_truncated"] = r.output_truncated;
+  j["stdout"] = r.out;
+  j["stderr"] = r.err;
+  j["wall_ms"] = r.wall_ms;
+  j["user_cpu_ms"] = r.user_cpu_ms;
+  j["sys_cpu_ms"] = r.sys_cpu_ms;
+  j["max_rss_kb"] = r.max_rss_kb;
+  j["memory_peak_kb"] = r.memory_peak_kb ? Json(*r.memory_peak_kb) : Json(nullptr);
+  j["enforced"] = r.enforced;
+  j["temp_dir"] = r.temp_dir;
   if (r.status == ExitStatus::setup_error) {
-    j.field("setup_step", r.setup_step);
-    j.field("setup_errno", r.setup_errno);
+    j["setup_step"] = r.setup_step;
+    j["setup_errno"] = r.setup_errno;
   }
-  if (r.launched) j.field("launched", *r.launched);
-  if (!r.message.empty()) j.field("message", r.message);
-  j.end_object();
-  return j.str();
+  if (r.launched) j["launched"] = *r.launched;
+  if (!r.message.empty()) j["message"] = r.message;
+  return json_text(j);
 }
 
 bool build_policy(const ExecOptions& o, proto::ExecArgs& a, std::string& error) {

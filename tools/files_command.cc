@@ -4,7 +4,7 @@
 
 #include "runtime/units.h"
 #include "tools/commands.h"
-#include "tools/json_writer.h"
+#include "supervisor/json_text.h"
 #include "worker_proto/client.h"
 
 namespace corral::cli {
@@ -63,18 +63,14 @@ int run_ls(const FileOptions& o) {
   const proto::ListResult* r = reply.msg->body_as_ListResult();
   if (!r) return complain(kFailed, "unexpected reply to a listing");
   if (o.json) {
-    JsonWriter j;
-    j.begin_object().begin_array("entries");
+    Json entries = Json::array();
     if (r->entries())
       for (const auto* e : *r->entries())
-        j.begin_object()
-            .field("name", proto::str(e->name()))
-            .field("type", proto::str(e->type()))
-            .field("size", e->size())
-            .field("mtime_ms", static_cast<std::int64_t>(e->mtime_ms()))
-            .end_object();
-    j.end_array().field("truncated", r->truncated()).end_object();
-    std::cout << j.str() << "\n";
+        entries.push_back({{"name", proto::str(e->name())},
+                           {"type", proto::str(e->type())},
+                           {"size", e->size()},
+                           {"mtime_ms", static_cast<std::int64_t>(e->mtime_ms())}});
+    std::cout << json_text({{"entries", std::move(entries)}, {"truncated", r->truncated()}}) << "\n";
     return kOk;
   }
   if (r->entries())

@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "tools/commands.h"
-#include "tools/json_writer.h"
+#include "supervisor/json_text.h"
 #include "worker_proto/client.h"
 
 namespace corral::cli {
@@ -33,8 +33,7 @@ int run_scope_list(const ScopeOptions& o) {
   if (int rc = request(o.socket, proto::make_scope_list(1), reply); rc != kOk) return rc;
   const proto::ScopeList* list = reply.msg->body_as_ScopeList();
   if (!list) return complain(kFailed, "unexpected reply to scope list");
-  JsonWriter j;
-  j.begin_array();
+  Json j = Json::array();
   if (list->scopes()) {
     for (const auto* s : *list->scopes()) {
       if (!o.json) {
@@ -44,21 +43,22 @@ int run_scope_list(const ScopeOptions& o) {
                   << proto::str(s->temp_dir()) << "\n";
         continue;
       }
-      j.begin_object().field("id", proto::str(s->id())).field("parent", proto::str(s->parent()));
-      j.field("owner_uid", static_cast<std::uint64_t>(s->owner_uid())).field("detached", s->detached());
-      j.field("mode", proto::EnumNameMode(s->mode())).field("network", proto::EnumNameNetwork(s->network()));
-      j.begin_array("workspaces");
+      Json workspaces = Json::array();
       if (s->workspaces())
-        for (const auto* w : *s->workspaces()) j.value(w->str());
-      j.end_array();
-      j.field("temp_dir", proto::str(s->temp_dir()));
-      j.field("background", static_cast<std::uint64_t>(s->background()));
-      j.field("workers", static_cast<std::uint64_t>(s->workers()));
-      j.end_object();
+        for (const auto* w : *s->workspaces()) workspaces.push_back(w->str());
+      j.push_back({{"id", proto::str(s->id())},
+                   {"parent", proto::str(s->parent())},
+                   {"owner_uid", s->owner_uid()},
+                   {"detached", s->detached()},
+                   {"mode", proto::EnumNameMode(s->mode())},
+                   {"network", proto::EnumNameNetwork(s->network())},
+                   {"workspaces", std::move(workspaces)},
+                   {"temp_dir", proto::str(s->temp_dir())},
+                   {"background", s->background()},
+                   {"workers", s->workers()}});
     }
   }
-  j.end_array();
-  if (o.json) std::cout << j.str() << "\n";
+  if (o.json) std::cout << json_text(j) << "\n";
   return kOk;
 }
 
@@ -71,17 +71,14 @@ int run_poll(const BackgroundOptions& o) {
     return v ? std::string_view(reinterpret_cast<const char*>(v->data()), v->size()) : std::string_view();
   };
   if (o.json) {
-    JsonWriter j;
-    j.begin_object().field("id", proto::str(p->id())).field("state", proto::str(p->state()));
-    j.field("stdout", bytes(p->stdout())).field("stderr", bytes(p->stderr()));
-    j.key("exit_code");
-    if (p->result() && p->result()->exit_code()) j.value(*p->result()->exit_code());
-    else j.null();
-    j.key("status");
-    if (p->result()) j.value(proto::EnumNameExitStatus(p->result()->status()));
-    else j.null();
-    j.end_object();
-    std::cout << j.str() << "\n";
+    Json j = Json::object();
+    j["id"] = proto::str(p->id());
+    j["state"] = proto::str(p->state());
+    j["stdout"] = std::string(bytes(p->stdout()));
+    j["stderr"] = std::string(bytes(p->stderr()));
+    j["exit_code"] = p->result() && p->result()->exit_code() ? Json(*p->result()->exit_code()) : Json(nullptr);
+    j["status"] = p->result() ? Json(proto::EnumNameExitStatus(p->result()->status())) : Json(nullptr);
+    std::cout << json_text(j) << "\n";
     return kOk;
   }
   write_all(1, bytes(p->stdout()));

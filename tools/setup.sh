@@ -12,6 +12,7 @@ packages=(
                                       # run workers with /usr/bin/python3, not a pyenv python3 on PATH
   libspdlog-dev libfmt-dev
   libcli11-dev                        # command line parsing
+  nlohmann-json3-dev                  # the JSON corral writes (--json, audit log, authorization)
   doctest-dev libbenchmark-dev
   libseccomp-dev
   clang libclang-rt-14-dev            # libFuzzer target for the frame decoder

@@ -3,7 +3,7 @@
 
 #include "runtime/units.h"
 #include "tools/commands.h"
-#include "tools/json_writer.h"
+#include "supervisor/json_text.h"
 #include "worker_proto/client.h"
 
 namespace corral::cli {
@@ -21,22 +21,18 @@ int run_status(const StatusOptions& o) {
   auto layers = proto::read_layers(s->layers());
 
   if (o.json) {
-    JsonWriter j;
-    j.begin_object();
-    j.field("server_version", proto::str(s->server_version()));
-    j.field("protocol_version", static_cast<std::uint64_t>(s->protocol_version()));
-    j.field("pid", static_cast<std::uint64_t>(s->pid()));
-    j.field("socket", proto::str(s->socket_path()));
-    j.field("uptime_ms", s->uptime_ms());
-    j.field("connections", static_cast<std::uint64_t>(s->connections()));
-    j.field("running_commands", static_cast<std::uint64_t>(s->running_commands()));
-    j.begin_array("layers");
-    for (const auto& l : layers) {
-      j.begin_object().field("name", l.name).field("available", l.available).field("reason", l.reason).end_object();
-    }
-    j.end_array();
-    j.end_object();
-    std::cout << j.str() << "\n";
+    Json j = Json::object();
+    j["server_version"] = proto::str(s->server_version());
+    j["protocol_version"] = s->protocol_version();
+    j["pid"] = s->pid();
+    j["socket"] = proto::str(s->socket_path());
+    j["uptime_ms"] = s->uptime_ms();
+    j["connections"] = s->connections();
+    j["running_commands"] = s->running_commands();
+    Json list = Json::array();
+    for (const auto& l : layers) list.push_back({{"name", l.name}, {"available", l.available}, {"reason", l.reason}});
+    j["layers"] = std::move(list);
+    std::cout << json_text(j) << "\n";
     return kOk;
   }
   std::cout << proto::str(s->server_version()) << " (protocol " << s->protocol_version() << "), pid " << s->pid()

@@ -7,7 +7,7 @@
 
 #include "runtime/units.h"
 #include "tools/commands.h"
-#include "tools/json_writer.h"
+#include "supervisor/json_text.h"
 #include "worker_proto/client.h"
 
 namespace corral::cli {
@@ -113,8 +113,7 @@ int run_worker_list(const WorkerOptions& o) {
   if (int rc = request(o.socket, frame, reply); rc != kOk) return rc;
   const proto::WorkerList* list = reply.msg->body_as_WorkerList();
   if (!list) return complain(kFailed, "unexpected reply to worker list");
-  JsonWriter j;
-  j.begin_array();
+  Json j = Json::array();
   if (list->workers()) {
     for (const auto* w : *list->workers()) {
       std::string argv;
@@ -129,15 +128,14 @@ int run_worker_list(const WorkerOptions& o) {
                   << "\tevaluations=" << w->evaluations() << "\t" << argv << "\n";
         continue;
       }
-      j.begin_object().field("name", proto::str(w->name())).field("scope", proto::str(w->scope()));
-      j.field("state", proto::str(w->state())).field("evaluations", w->evaluations());
-      j.begin_array("argv");
-      for (const auto& a : args) j.value(a);
-      j.end_array().end_object();
+      j.push_back({{"name", proto::str(w->name())},
+                   {"scope", proto::str(w->scope())},
+                   {"state", proto::str(w->state())},
+                   {"evaluations", w->evaluations()},
+                   {"argv", args}});
     }
   }
-  j.end_array();
-  if (o.json) std::cout << j.str() << "\n";
+  if (o.json) std::cout << json_text(j) << "\n";
   return kOk;
 }
 

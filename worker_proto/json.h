@@ -1,5 +1,6 @@
 // JSON <-> Message, with FlatBuffers' own JSON support and the schema embedded in the
-// binary (corral.fbs). Lets every message be driven from a shell (`corral call`).
+// binary (corral.fbs). Lets every message be driven from a shell (`corral call`). The other
+// JSON corral writes (--json outputs, the audit log) is nlohmann-json's: supervisor/json_text.h.
 #pragma once
 
 #include <memory>
@@ -10,10 +11,6 @@
 #include "worker_proto/codec.h"
 
 namespace corral::proto {
-
-// Appends `s` as a JSON string literal (quotes included): UTF-8, with invalid bytes replaced
-// by U+FFFD and control characters escaped, so any bytes make valid JSON.
-void append_json_string(std::string& out, std::string_view s);
 
 // The schema text compiled into the binary.
 std::string_view embedded_schema();
