@@ -1,5 +1,5 @@
 // Confined file tools: read, write and list files beneath a set of allowed roots
-// (DESIGN.md "Isolation layers", last bullet). The supervisor runs these on behalf of clients, so
+// (docs/threat-model.md "Policy by mode", docs/protocol.md "Files"). The supervisor runs these on behalf of clients, so
 // every path is hostile until resolved:
 //  - lexically: empty paths, NUL bytes and `..` components are refused outright (even a `..`
 //    that would stay inside); an absolute path must lie beneath one of the roots, compared

@@ -1,5 +1,5 @@
 // Limits: every default and maximum corral applies, with its unit and the reason for it.
-// These are the documented defaults of DESIGN.md "Units, defaults, limits"; a request asks
+// These are the documented defaults of docs/design.md "Units, defaults and limits"; a request asks
 // for its own values within [minimum, maximum], anything else is refused by name.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Policy: what isolation a command asks for (DESIGN.md "Policy by mode"), as a value.
+// Policy: what isolation a command asks for (docs/threat-model.md "Policy by mode"), as a value.
 //
 // Dangerous switches are spelled out: Mode::danger_full_access and Network::allowed are never
 // defaults, and code that grants them names them (grep for "danger_full_access").

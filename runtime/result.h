@@ -1,5 +1,5 @@
 // Result: what happened to one command, as a value. Final status values and their
-// meaning are DESIGN.md's "Results and exit codes"; the first status decided wins (a
+// meaning are docs/design.md's "Results and exit codes"; the first status decided wins (a
 // command killed for its output cap stays output_limit even though it died of SIGKILL).
 #pragma once
 
@@ -46,7 +46,7 @@ struct Result {
   std::optional<bool> launched;  // authorized launches only: did the command run at all
 };
 
-// `corral exec`'s exit status for a result (DESIGN.md): the command's own code; 124 timeout;
+// `corral exec`'s exit status for a result (docs/design.md "Results and exit codes"): the command's own code; 124 timeout;
 // 125 corral failed; 126 not executable; 127 not found; 128+N killed by signal N; 77 not
 // launched (authorization denied, timed out or abandoned).
 int cli_exit_code(const Result& r);

@@ -32,7 +32,7 @@ using sandbox::SandboxPlan;
 namespace {
 
 constexpr std::size_t kInitStackBytes = 256 * 1024;
-// Device nodes every non-full-access sandbox gets (DESIGN.md "Policy by mode"); /dev/shm is
+// Device nodes every non-full-access sandbox gets (docs/threat-model.md "Policy by mode"); /dev/shm is
 // the scope's temp dir, so that its writes fall under the same rules as /tmp.
 constexpr const char* kDevNodes[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"};
 

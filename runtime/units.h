@@ -1,4 +1,4 @@
-// Parsing of the units corral's users type: sizes and durations (DESIGN.md "Units").
+// Parsing of the units corral's users type: sizes and durations (docs/design.md "Units, defaults and limits").
 // Sizes: a bare number is bytes; K, M, G (optionally KiB/MiB/GiB or KB..) are 1024-based.
 // Durations: a bare number is seconds; ms, s, m, h suffixes.
 #pragma once

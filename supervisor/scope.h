@@ -1,4 +1,4 @@
-// Scopes: the ownership tree of DESIGN.md "Ownership and lifetimes".
+// Scopes: the ownership tree of docs/design.md "Ownership and lifetimes".
 //
 // A scope owns a private temp dir (0700, created on first use, owned by the sandbox uid),
 // policy defaults, and everything started in it: commands, background commands, workers and

@@ -1,5 +1,5 @@
 // Workers: persistent runtimes inside the same isolation as commands, spoken to in frames on
-// a dedicated socketpair (DESIGN.md "Workers and channels").
+// a dedicated socketpair (docs/design.md "Workers and channels").
 //
 // Evaluations on one worker are serialized. Each has a size limit and a deadline. A deadline,
 // a cancel, the evaluating client's disconnect, a crash or a protocol violation poisons the
@@ -33,7 +33,7 @@
 
 namespace corral::supervisor {
 
-inline constexpr std::size_t kMaxWorkerRequest = 1 << 20;       // bytes (DESIGN.md default)
+inline constexpr std::size_t kMaxWorkerRequest = 1 << 20;       // bytes (docs/protocol.md "Limits")
 inline constexpr std::size_t kWorkerLogBytes = 256 << 10;       // the latest logs kept
 inline constexpr std::chrono::milliseconds kDefaultEvalTimeout{120'000};
 inline constexpr std::chrono::milliseconds kDefaultIdleTimeout{600'000};

@@ -1,7 +1,8 @@
 // The escape suite: a real `corral serve` (as root, as in CI) and sandboxed attempts to get out,
 // each made by the test helper (tests/helper.cc), which prints one stable line per attempt (`ok`
 // or `errno=NAME`), so every outcome is asserted exactly, per mode where the modes differ.
-// DESIGN.md "Trust model", "Isolation layers" and "Policy by mode" are what is checked.
+// docs/threat-model.md ("What corral guarantees", "Policy by mode") and docs/design.md
+// ("Isolation layers") are what is checked.
 //
 // The files attacked live OUTSIDE /tmp (the sandbox replaces /tmp with the scope's temp dir, so
 // anything under /tmp would be out of reach for that reason alone):

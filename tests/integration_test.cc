@@ -52,7 +52,7 @@ TEST_CASE("corral exec -- echo hi, through the real binary") {
   CHECK(r.err.empty());
 }
 
-TEST_CASE("CLI exit statuses follow DESIGN.md") {
+TEST_CASE("CLI exit statuses follow docs/design.md") {
   Server s;
   CHECK(cli({"exec", "--", kHelper, "exit", "7"}, s.socket()).exit_code == 7);
   CHECK(cli({"exec", "--", "corral-no-such-program"}, s.socket()).exit_code == 127);

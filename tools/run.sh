@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/build.sh corral
 bin="$PWD/build/tools/corral"
-# The default path, computed the way the binary does (DESIGN.md).
+# The default path, computed the way the binary does (docs/protocol.md "Transport").
 if [ -n "${CORRAL_SOCKET:-}" ]; then socket="$CORRAL_SOCKET"
 elif [ -n "${XDG_RUNTIME_DIR:-}" ]; then socket="$XDG_RUNTIME_DIR/corral/corral.sock"
 elif [ "$(id -u)" -eq 0 ]; then socket=/run/corral/corral.sock

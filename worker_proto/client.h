@@ -21,7 +21,7 @@
 
 namespace corral::proto {
 
-// The default socket path (DESIGN.md): $CORRAL_SOCKET, else $XDG_RUNTIME_DIR/corral/corral.sock,
+// The default socket path (docs/protocol.md "Transport"): $CORRAL_SOCKET, else $XDG_RUNTIME_DIR/corral/corral.sock,
 // else /run/corral/corral.sock for root, else /tmp/corral-$UID/corral.sock.
 std::string default_socket_path();
 

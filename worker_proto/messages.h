@@ -31,7 +31,7 @@ struct ExecArgs {
   std::uint64_t grace_ms = 0;
   std::uint64_t max_output_bytes = 0;
 
-  // Isolation (DESIGN.md "Policy by mode"); zero caps mean "none".
+  // Isolation (docs/threat-model.md "Policy by mode"); zero caps mean "none".
   Mode mode = Mode::workspace_write;
   Network network = Network::denied;
   std::vector<std::string> workspaces, deny_read, protect;

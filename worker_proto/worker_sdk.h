@@ -1,4 +1,4 @@
-// The worker side of a worker channel (DESIGN.md "Workers and channels"), for worker programs
+// The worker side of a worker channel (docs/protocol.md "Between the supervisor and a worker"), for worker programs
 // written in C++. Blocking, single-threaded, no Asio; the Python twin is
 // worker_proto/python/corral_worker.py.
 //

@@ -1,4 +1,4 @@
-"""The worker side of a corral worker channel (DESIGN.md "Workers and channels"), in Python.
+"""The worker side of a corral worker channel (docs/protocol.md "Between the supervisor and a worker"), in Python.
 
 The C++ twin is worker_proto/worker_sdk.h. Needs the stdlib, the flatbuffers runtime and the
 generated package corral.proto (built into build/worker_proto/python by the target
