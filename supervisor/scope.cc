@@ -70,7 +70,10 @@ std::shared_ptr<Scope> ScopeRegistry::make_implicit(uid_t owner) {
 
 std::shared_ptr<Scope> ScopeRegistry::create(uid_t owner, const std::shared_ptr<Scope>& parent, bool detached,
                                              Policy defaults) {
-  auto scope = std::make_shared<Scope>("s" + std::to_string(next_id_++), owner, temp_root_, host_);
+  // Appended, not `"s" + std::to_string(...)`: GCC 12 at -O3 warns (-Wrestrict) on that.
+  std::string id = "s";
+  id += std::to_string(next_id_++);
+  auto scope = std::make_shared<Scope>(std::move(id), owner, temp_root_, host_);
   scope->detached = detached;
   scope->defaults = std::move(defaults);
   if (parent) {

@@ -84,7 +84,10 @@ int run_poll(const BackgroundOptions& o) {
   write_all(1, bytes(p->stdout()));
   write_all(2, bytes(p->stderr()));
   std::string state = proto::str(p->state());
-  if (p->result() && p->result()->exit_code()) state += " " + std::to_string(*p->result()->exit_code());
+  if (p->result() && p->result()->exit_code()) {
+    state += ' ';  // not `" " + std::to_string(...)`: GCC 12 at -O3 warns (-Wrestrict) on that
+    state += std::to_string(*p->result()->exit_code());
+  }
   std::cerr << "corral: " << proto::str(p->id()) << " " << state << "\n";
   return kOk;
 }

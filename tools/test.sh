@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# Sets up (if needed), builds, and runs every test: the doctest suites through ctest, then
-# a short libFuzzer run of the frame decoder (clang, its own build tree, build-fuzz/).
+# Sets up (if needed), builds, and runs every test: the doctest suites through ctest, a
+# Release build (build-release/) with a smoke run, then a short libFuzzer run of the frame
+# decoder (clang, its own build tree, build-fuzz/).
 # CORRAL_FUZZ_SECONDS (default 20) bounds the fuzz run; 0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/build.sh
 (cd build && ctest --output-on-failure --timeout 600)
+
+# A packager's build: Release (-O3, where GCC has warned when -O2 did not), warnings as errors
+# here, of the binary and the programs the tests run; then the Release binary serves a command.
+cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DCORRAL_WERROR=ON -DCORRAL_BUILD_BENCH=OFF >/dev/null
+cmake --build build-release -j"${CORRAL_JOBS:-2}" --target corral corral_test_helper corral_echo_worker
+tests/release_smoke.sh build-release/tools/corral
 
 fuzz_seconds="${CORRAL_FUZZ_SECONDS:-20}"
 if [ "$fuzz_seconds" -gt 0 ]; then

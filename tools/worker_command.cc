@@ -121,7 +121,8 @@ int run_worker_list(const WorkerOptions& o) {
       if (w->argv())
         for (const auto* a : *w->argv()) {
           args.push_back(a->str());
-          argv += (argv.empty() ? "" : " ") + a->str();
+          if (!argv.empty()) argv += ' ';
+          argv += a->str();
         }
       if (!o.json) {
         std::cout << proto::str(w->name()) << "\tscope=" << proto::str(w->scope()) << "\tstate=" << proto::str(w->state())
