@@ -10,18 +10,30 @@
 #include "supervisor/worker.h"
 #include "worker_proto/messages.h"
 
-#ifndef CORRAL_PYTHON_WORKER
-#define CORRAL_PYTHON_WORKER ""
-#endif
-#ifndef CORRAL_PYTHON_DIR
-#define CORRAL_PYTHON_DIR ""
-#endif
-
 namespace corral::supervisor {
 
 using proto::ErrorCode;
 
 namespace {
+
+// The shipped Python worker's directory, <dir of the corral executable>/../share/corral/python,
+// as laid out both in the build tree and in an installed tree (docs/design.md "Installed
+// layout"). Found once, at the first `--python` start: /proc/self/exe names the executable as
+// it was started, also if it is later replaced. Empty, with `error` set, if it is not there.
+const std::string& python_dir(std::string& error) {
+  static const std::pair<std::string, std::string> found = [] {
+    std::error_code ec;
+    std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) return std::make_pair(std::string(), "cannot read /proc/self/exe: " + ec.message());
+    std::filesystem::path dir = exe.parent_path().parent_path() / "share" / "corral" / "python";
+    if (!std::filesystem::is_regular_file(dir / "corral_eval_worker.py", ec))
+      return std::make_pair(std::string(), "the shipped Python worker is not installed: no " +
+                                               (dir / "corral_eval_worker.py").string());
+    return std::make_pair(dir.string(), std::string());
+  }();
+  error = found.second;
+  return found.first;
+}
 
 std::string worker_key(const Scope& scope, const std::string& name) { return scope.id() + "/" + name; }
 
@@ -98,12 +110,15 @@ void Connection::on_worker_start(const proto::Message& msg) {
   // The worker's spec: an ExecRequest's policy rules, with the worker's own fields.
   flatbuffers::FlatBufferBuilder fbb(512);
   std::vector<std::string> argv;
+  std::string python;  // the shipped Python worker's directory
   if (req.python()) {
-    if (std::string(CORRAL_PYTHON_WORKER).empty()) {
-      send_error(id, ErrorCode::unsupported, "this build has no Python worker");
+    std::string error;
+    python = python_dir(error);
+    if (python.empty()) {
+      send_error(id, ErrorCode::unsupported, error);
       return;
     }
-    argv = {"/usr/bin/python3", "-I", "-B", "-u", CORRAL_PYTHON_WORKER, CORRAL_PYTHON_DIR};
+    argv = {"/usr/bin/python3", "-I", "-B", "-u", python + "/corral_eval_worker.py", python};
   } else if (req.argv()) {
     for (const auto* a : *req.argv()) argv.push_back(a ? a->str() : std::string());
   }
@@ -121,11 +136,7 @@ void Connection::on_worker_start(const proto::Message& msg) {
   // The shipped Python worker's files are shown read-only where they are, also when they
   // live under /tmp (which the sandbox replaces with the scope's temp dir).
   std::vector<flatbuffers::Offset<proto::Bind>> binds;
-  if (req.python()) {
-    const std::string script_dir = std::filesystem::path(CORRAL_PYTHON_WORKER).parent_path().string();
-    for (const std::string& dir : {script_dir, std::string(CORRAL_PYTHON_DIR)})
-      binds.push_back(proto::CreateBind(fbb, fbb.CreateString(dir), fbb.CreateString(dir), false));
-  }
+  if (req.python()) binds.push_back(proto::CreateBind(fbb, fbb.CreateString(python), fbb.CreateString(python), false));
   auto binds_off = fbb.CreateVector(binds);
   auto argv_off = fbb.CreateVectorOfStrings(argv);
   auto env_off = fbb.CreateVector(env);

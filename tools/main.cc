@@ -241,8 +241,9 @@ int main(int argc, char** argv) {
                                       "or `--python` for the shipped Python evaluation worker. Frames travel on fd "
                                       "$CORRAL_WORKER_FD; stdout/stderr go to `corral worker logs`.", true);
   w_start->add_flag("--python", w_opts.python,
-                    "the shipped Python worker: /usr/bin/python3 -I -B -u <source>/worker_proto/python/corral_eval_worker.py "
-                    "<build>/worker_proto/python; requests {\"code\": ...}, replies {ok, stdout, stderr, result, error}");
+                    "the shipped Python worker: /usr/bin/python3 -I -B -u DIR/corral_eval_worker.py DIR, where DIR is "
+                    "share/corral/python beside corral's bin/ directory; requests {\"code\": ...}, replies {ok, stdout, "
+                    "stderr, result, error}");
   w_start->add_option("--mode", w_opts.mode, "isolation mode, as for exec")->type_name("MODE")->transform(mode_name());
   w_start->add_option("--net", w_opts.net, "network policy, as for exec")->type_name("NET")->transform(network_name());
   add_repeatable(w_start, "--workspace", w_opts.workspaces, "a workspace root");
