@@ -1,5 +1,7 @@
 #include "runtime/policy.h"
 
+#include <filesystem>
+
 #include <stdlib.h>
 
 #include <memory>
@@ -59,6 +61,27 @@ Status canonical(const std::string& what, std::string& p) {
   return {};
 }
 
+// "/a//b/./c/" -> "/a/b/c" (no "..": check_path refused it).
+std::string lexical(const std::string& p) {
+  std::string out = std::filesystem::path(p).lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+// Why a bind at `target` would hide what the sandbox needs, or empty (docs/threat-model.md
+// "Binds"). `target` is lexically normal.
+std::string hides(const std::string& target, const Policy& policy) {
+  auto at_or_beneath = [&](const std::string& root) { return target == root || target.rfind(root + "/", 0) == 0; };
+  auto contains = [&](const std::string& path) { return target == "/" || path == target || path.rfind(target + "/", 0) == 0; };
+  if (target == "/") return "it would hide the whole view";
+  if (at_or_beneath("/proc")) return "/proc is the command's own PID namespace's";
+  if (at_or_beneath("/dev")) return "/dev holds the sandbox's own device nodes";
+  if (contains("/tmp")) return "/tmp is the scope's temp dir";
+  for (const auto& w : policy.workspaces)
+    if (contains(w)) return "it would hide the workspace root " + w;
+  return {};
+}
+
 }  // namespace
 
 Status normalize(Policy& policy) {
@@ -71,7 +94,9 @@ Status normalize(Policy& policy) {
   for (auto& b : policy.binds) {
     if (Status st = canonical("--bind source", b.source); !st.ok()) return st;
     if (Status st = check_path("--bind target", b.target); !st.ok()) return st;
-    if (b.target == "/") return Status::invalid("--bind target cannot be '/'");
+    b.target = lexical(b.target);
+    if (std::string why = hides(b.target, policy); !why.empty())
+      return Status::invalid("--bind target " + b.target + " is refused: " + why);
     if (b.writable && policy.mode == Mode::read_only)
       return Status::invalid("--bind " + b.source + ":" + b.target + ":rw is not allowed in read-only mode");
   }

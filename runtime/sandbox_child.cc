@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "runtime/landlock.h"
@@ -117,6 +118,122 @@ int ensure_target(const char* path, bool is_dir) {
   return 0;
 }
 
+// The mount a path lies on (statx's mount id, Linux 5.8+); 0 if it cannot be found.
+std::uint64_t mount_id(int dfd, const char* path, int flags) {
+  struct statx sx {};
+  if (::statx(dfd, path, flags | AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) < 0 || !(sx.stx_mask & STATX_MNT_ID)) return 0;
+  return sx.stx_mnt_id;
+}
+
+// Puts a tmpfs layer over the directory `dir` and attaches each of its entries back onto it
+// unchanged (each a recursive clone of what was there, its own mounts and access included;
+// symlinks copied as symlinks). Nothing is written to the filesystem under `dir`. Returns the
+// layer's root (O_PATH-free, close-on-exec), or -1 with errno.
+int layer_directory(const char* dir) {
+  constexpr int kMaxEntries = 4096;  // each entry is a mount
+  int old = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (old < 0) return -1;
+  int layer = -1;
+  auto fail_with = [&](int err) {
+    ::close(old);
+    if (layer >= 0) ::close(layer);
+    errno = err;
+    return -1;
+  };
+  if (::mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0) return fail_with(errno);
+  layer = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (layer < 0) return fail_with(errno);
+  alignas(8) char buf[4096];
+  int entries = 0;
+  for (;;) {
+    long n = ::syscall(SYS_getdents64, old, buf, sizeof buf);
+    if (n < 0) return fail_with(errno);
+    if (n == 0) break;
+    for (long off = 0; off < n;) {
+      // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
+      unsigned short reclen;
+      std::memcpy(&reclen, buf + off + 16, sizeof reclen);
+      const char* name = buf + off + 19;
+      off += reclen;
+      if (std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0) continue;
+      if (++entries > kMaxEntries) return fail_with(E2BIG);
+      struct stat st {};
+      if (::fstatat(old, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (errno == ENOENT) continue;
+        return fail_with(errno);
+      }
+      if (S_ISLNK(st.st_mode)) {
+        char target[4096];
+        ssize_t k = ::readlinkat(old, name, target, sizeof target - 1);
+        if (k < 0) return fail_with(errno);
+        target[k] = '\0';
+        if (::symlinkat(target, layer, name) < 0) return fail_with(errno);
+        continue;
+      }
+      if (S_ISDIR(st.st_mode)) {
+        if (::mkdirat(layer, name, 0755) < 0) return fail_with(errno);
+      } else {
+        int f = ::openat(layer, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (f < 0) return fail_with(errno);
+        ::close(f);
+      }
+      int tree = ::open_tree(old, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
+      if (tree < 0) return fail_with(errno);
+      int rc = ::move_mount(tree, "", layer, name, MOVE_MOUNT_F_EMPTY_PATH);
+      int err = errno;
+      ::close(tree);
+      if (rc < 0) return fail_with(err);
+    }
+  }
+  ::close(old);
+  return layer;
+}
+
+// Makes the missing mount point of a bind in the sandbox's own view, never on a host
+// filesystem (docs/threat-model.md "Binds"). Beneath the scope's temp dir (its own mount at
+// /tmp) it is made there, as the scope's own file. Anywhere else, the nearest existing
+// ancestor gets a tmpfs layer (layer_directory), the missing directories are made in the
+// layer, and the layer is made read-only: only new names directly in that ancestor are lost.
+int make_mount_point(const char* path, bool is_dir, std::uint64_t temp_mount) {
+  struct stat st {};
+  if (::stat(path, &st) == 0) return 0;
+  char ancestor[4096];
+  const std::size_t len = std::strlen(path);
+  if (len >= sizeof ancestor || path[0] != '/') {
+    errno = len >= sizeof ancestor ? ENAMETOOLONG : EINVAL;
+    return -1;
+  }
+  std::memcpy(ancestor, path, len + 1);
+  for (;;) {
+    char* slash = std::strrchr(ancestor, '/');
+    if (slash == ancestor) {
+      ancestor[1] = '\0';
+      break;
+    }
+    *slash = '\0';
+    if (::stat(ancestor, &st) == 0) break;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    errno = ENOTDIR;
+    return -1;
+  }
+  if (temp_mount != 0 && mount_id(AT_FDCWD, ancestor, 0) == temp_mount) return ensure_target(path, is_dir);
+  if (std::strcmp(ancestor, "/") == 0) {
+    errno = EINVAL;  // the root cannot be layered; the supervisor refuses such targets first
+    return -1;
+  }
+  int layer = layer_directory(ancestor);
+  if (layer < 0) return -1;
+  int rc = ensure_target(path, is_dir);
+  int err = errno;
+  if (rc == 0) rc = set_readonly(layer, "", AT_EMPTY_PATH, true);
+  else errno = err;
+  err = errno;
+  ::close(layer);
+  errno = err;
+  return rc;
+}
+
 // tmpfs, mode 000 and read-only: an empty, unreadable directory.
 int mask_dir(const char* path) {
   return ::mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=000,size=4k");
@@ -201,13 +318,16 @@ void build_mount_view(SandboxPlan& plan, Sources& src) {
     if (set_readonly(AT_FDCWD, "/", AT_RECURSIVE, true) < 0) fail(plan, Step::mount_root_ro, errno);
   }
 
+  // The binds come in order: the temp dir at /tmp first, then the workspace roots and --bind.
+  std::uint64_t temp_mount = 0;
   for (std::size_t i = 0; i < plan.bind_count; ++i) {
     BindMount& b = plan.binds[i];
     int rc = b.writable ? set_writable_bind(b.tree_fd) : set_readonly(b.tree_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, true);
     if (rc < 0) fail(plan, Step::mount_bind, errno);
-    if (ensure_target(b.target, b.is_dir) < 0) fail(plan, Step::mount_target, errno);
+    if (make_mount_point(b.target, b.is_dir, temp_mount) < 0) fail(plan, Step::mount_target, errno);
     if (::move_mount(b.tree_fd, "", AT_FDCWD, b.target, MOVE_MOUNT_F_EMPTY_PATH) < 0) fail(plan, Step::mount_bind, errno);
     ::close(b.tree_fd);
+    if (i == 0 && std::strcmp(b.target, "/tmp") == 0) temp_mount = mount_id(AT_FDCWD, "/tmp", 0);
   }
 
   if (!plan.full_access) {

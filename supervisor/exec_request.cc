@@ -81,18 +81,26 @@ StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& o
   if (req.cpus() != 0) policy.caps.cpus = req.cpus();
   if (req.max_file_size()) policy.caps.max_file_size = req.max_file_size();
   if (Status st = normalize(policy); !st.ok()) return st;
-  // A mount point can be created only where the view is writable: under /tmp (the scope's
-  // temp dir) or a writable workspace root; elsewhere the target must already exist.
+  // A missing bind target is made in the sandbox's own view, never on the host
+  // (docs/threat-model.md "Binds"), but not where that would cost the command something it
+  // was given: directly in / (which cannot be layered), or inside a writable workspace root
+  // (whose directory would turn read-only).
   for (const auto& b : policy.binds) {
-    auto beneath = [&](const std::string& root) { return b.target == root || b.target.rfind(root + "/", 0) == 0; };
-    bool creatable = beneath("/tmp");
-    if (policy.mode != Mode::read_only)
-      for (const auto& w : policy.workspaces) creatable |= beneath(w);
     std::error_code ec;
-    if (!creatable && policy.mode != Mode::danger_full_access && !std::filesystem::exists(b.target, ec))
-      return Status::invalid("--bind target " + b.target +
-                             " does not exist, and the view is read-only outside /tmp and the workspace roots: "
-                             "bind to an existing path or to one under /tmp");
+    if (std::filesystem::exists(b.target, ec)) continue;
+    auto beneath = [&](const std::string& root) { return b.target.rfind(root + "/", 0) == 0; };
+    if (policy.mode != Mode::read_only)
+      for (const auto& w : policy.workspaces)
+        if (beneath(w))
+          return Status::invalid("--bind target " + b.target + " does not exist inside the writable workspace root " +
+                                 w + ": corral does not create mount points in a workspace; create it first, or bind "
+                                 "outside the workspace");
+    if (beneath("/tmp")) continue;  // made in the scope's temp dir
+    const std::string first = b.target.substr(0, b.target.find('/', 1));
+    if (!std::filesystem::exists(first, ec))
+      return Status::invalid("--bind target " + b.target + " is refused: " + first +
+                             " does not exist, and corral makes no mount point directly in /; bind beneath an "
+                             "existing directory (such as /mnt or /opt)");
   }
   // The socket directory is masked at its own path in every sandbox; a bind would show it
   // again at another path, so a bind may not contain it.

@@ -2,6 +2,8 @@
 // --cpus, the socket path from CORRAL_SOCKET, and absurd isolation values.
 #include <doctest/doctest.h>
 
+#include <set>
+
 #include "tests/test_util.h"
 
 using namespace corral;
@@ -25,10 +27,112 @@ TEST_CASE("--bind SRC:DST shows a host path elsewhere: ro by default, rw when as
   CHECK(refused.err.find("not allowed in read-only mode") != std::string::npos);
   auto bad = cli({"exec", "--bind", d.path(), "--", "true"}, s.socket());
   CHECK(bad.exit_code == 2);
-  // Outside /tmp and the workspaces the view is read-only: no mount point can be made there.
+  // corral makes no mount point directly in / (the root cannot be layered).
   auto nowhere = cli({"exec", "--bind", d.path() + ":/corral-no-such-target", "--", "true"}, s.socket());
   CHECK(nowhere.exit_code == 125);
-  CHECK(nowhere.err.find("does not exist") != std::string::npos);
+  CHECK(nowhere.err.find("/corral-no-such-target does not exist, and corral makes no mount point directly in /") !=
+        std::string::npos);
+  CHECK_FALSE(std::filesystem::exists("/corral-no-such-target"));
+}
+
+// The names a directory holds, sorted, with "->target" for symlinks.
+std::string listing(const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    names.insert(e.path().filename().string() +
+                 (e.is_symlink() ? "->" + std::filesystem::read_symlink(e.path()).string() : std::string()));
+  std::string out;
+  for (const auto& n : names) out += n + "\n";
+  return out;
+}
+
+TEST_CASE("--bind never touches the host: a missing target is made in the sandbox's own view") {
+  Server s;
+  TempDir d;
+  ::chmod(d.path().c_str(), 0755);
+  std::filesystem::create_directory(d.path() + "/src");
+  std::ofstream(d.path() + "/src/f") << "bound\n";
+  ::chmod((d.path() + "/src").c_str(), 0755);
+  ::chmod((d.path() + "/src/f").c_str(), 0644);
+  // A parent that exists on the host, with entries of every kind (Debian's /usr/local has
+  // directories and the man -> share/man symlink), and a child that does not.
+  const std::string parent = "/usr/local";
+  const std::string missing = parent + "/corral-bind-" + std::to_string(::getpid());
+  REQUIRE_FALSE(std::filesystem::exists(missing));
+  const std::string before = listing(parent);
+
+  for (const char* mode : {"read-only", "workspace-write", "danger-full-access"}) {
+    CAPTURE(mode);
+    auto r = cli({"exec", "--mode", mode, "--bind", d.path() + "/src:" + missing + "/data:ro", "--sh",
+                  "cat " + missing + "/data/f; for e in " + parent + "/*; do if [ -L \"$e\" ]; then echo \"${e##*/}->$(readlink \"$e\")\"; "
+                  "else echo \"${e##*/}\"; fi; done; touch " + parent + "/corral-new 2>&1 || echo refused"},
+                 s.socket());
+    CHECK(r.exit_code == 0);
+    CHECK(r.err == "");
+    // The bind is there; the parent shows its own entries (and links) unchanged, plus the new
+    // mount point; a new name directly in the parent cannot be made (the layer is read-only).
+    std::set<std::string> expected;
+    std::istringstream host(before);
+    for (std::string line; std::getline(host, line);)
+      if (line[0] != '.') expected.insert(line);  // the shell's * skips dot names
+    expected.insert(missing.substr(parent.size() + 1));
+    std::vector<std::string> lines;
+    std::istringstream got(r.out);
+    for (std::string line; std::getline(got, line);) lines.push_back(line);
+    REQUIRE(lines.size() >= 3);
+    CHECK(lines.front() == "bound");
+    CHECK(lines.back() == "refused");
+    CHECK(lines[lines.size() - 2].find("Read-only file system") != std::string::npos);
+    CHECK(std::set<std::string>(lines.begin() + 1, lines.end() - 2) == expected);
+    // Nothing changed on the host.
+    CHECK_FALSE(std::filesystem::exists(missing));
+    CHECK_FALSE(std::filesystem::exists(parent + "/corral-new"));
+    CHECK(listing(parent) == before);
+  }
+  // A file onto a missing file name, and an existing target: both work the same way.
+  auto file = cli({"exec", "--bind", d.path() + "/src/f:" + missing + "/f.txt", "--", "/bin/cat", missing + "/f.txt"}, s.socket());
+  CHECK(file.out == "bound\n");
+  CHECK(file.exit_code == 0);
+  auto existing = cli({"exec", "--bind", d.path() + "/src:/mnt", "--", "/bin/cat", "/mnt/f"}, s.socket());
+  CHECK(existing.out == "bound\n");
+  CHECK_FALSE(std::filesystem::exists(missing));
+  // Under /tmp the mount point is made in the scope's own temp dir.
+  auto tmp = cli({"exec", "--json", "--bind", d.path() + "/src:/tmp/a/b", "--", "/bin/cat", "/tmp/a/b/f"}, s.socket());
+  CHECK(tmp.out.find("\"stdout\":\"bound\\n\"") != std::string::npos);
+}
+
+TEST_CASE("--bind targets that would hide what the sandbox needs are refused, saying why") {
+  Server s;
+  TempDir d;
+  ::chmod(d.path().c_str(), 0755);
+  std::filesystem::create_directory(d.path() + "/ws");
+  struct Refused {
+    std::string target, why;
+  };
+  for (const Refused& r : std::vector<Refused>{
+           {"/", "it would hide the whole view"},
+           {"/proc", "/proc is the command's own PID namespace's"},
+           {"/proc/self", "/proc is the command's own PID namespace's"},
+           {"/dev", "/dev holds the sandbox's own device nodes"},
+           {"/dev/shm", "/dev holds the sandbox's own device nodes"},
+           {"/tmp", "/tmp is the scope's temp dir"},
+           {"//tmp/./", "/tmp is the scope's temp dir"},
+           {d.path() + "/ws", "it would hide the workspace root " + d.path() + "/ws"},
+           {d.path(), "it would hide the workspace root " + d.path() + "/ws"},
+       }) {
+    CAPTURE(r.target);
+    auto run = cli({"exec", "--workspace", d.path() + "/ws", "--bind", d.path() + "/ws:" + r.target, "--", "true"}, s.socket());
+    CHECK(run.exit_code == 125);
+    CHECK(run.err.find("is refused: " + r.why) != std::string::npos);
+  }
+  // A missing target inside a writable workspace root is refused rather than made on the host.
+  auto inside = cli({"exec", "--workspace", d.path() + "/ws", "--bind", d.path() + "/ws:" + d.path() + "/ws/sub", "--", "true"},
+                    s.socket());
+  CHECK(inside.exit_code == 125);
+  CHECK(inside.err.find("does not exist inside the writable workspace root " + d.path() + "/ws") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(d.path() + "/ws/sub"));
+  // The server is still serving.
+  CHECK(cli({"exec", "--", "true"}, s.socket()).exit_code == 0);
 }
 
 TEST_CASE("--cpus caps the rate: a busy loop gets about half a CPU") {
