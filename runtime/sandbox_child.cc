@@ -522,13 +522,16 @@ int init_main(void* arg) {
   ::sigprocmask(SIG_SETMASK, &all, nullptr);  // init takes signals with sigwaitinfo only
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) fail(plan, Step::sync, errno);
   ::prctl(PR_SET_NAME, "corral-init", 0, 0, 0);
-  // init is a copy of the supervisor, memory and environment included: nothing in the sandbox
-  // may read it (ptrace is also refused by seccomp, and the command holds no capability).
-  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) fail(plan, Step::sync, errno);
 
   int parent_fds[kMaxBinds];
   std::size_t parent_fd_count = 0;
   wait_for_parent(plan, parent_fds, parent_fd_count);
+  // init is a copy of the supervisor, memory and environment included: nothing in the sandbox
+  // may read it (ptrace is also refused by seccomp, and the command holds no capability).
+  // Only after the sync: a non-dumpable process's /proc/PID files belong to root, and a
+  // non-root supervisor could no longer write our uid_map, gid_map and setgroups. Until
+  // then nothing runs in the sandbox that could look.
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) fail(plan, Step::sync, errno);
 
   if (plan.drop_groups && ::setgroups(0, nullptr) < 0) fail(plan, Step::ids, errno);
   if (::sethostname("corral", 6) < 0) fail(plan, Step::hostname, errno);
