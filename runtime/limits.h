@@ -39,7 +39,17 @@ inline constexpr milliseconds kAuthorizationDeadline{30'000};
 inline constexpr std::uint32_t kDefaultMaxFrame = 16 * MiB;   // --max-frame
 inline constexpr unsigned kDefaultMaxConnections = 256;       // --max-connections
 inline constexpr unsigned kDefaultMaxInFlight = 64;           // --max-in-flight, per connection
-// Bytes queued for one client before its commands' output is paused (--max-queued).
+// Bytes queued for one client before its commands' output is paused and its requests are
+// no longer read (--max-queued).
 inline constexpr std::uint64_t kDefaultMaxQueued = 4 * MiB;
+// Connections one peer uid may hold (--max-connections-per-uid): a quarter of the default
+// total, so that one allowed uid cannot lock out the others (root included).
+inline constexpr unsigned kDefaultMaxConnectionsPerUid = 64;
+// How long a new connection may take to say hello before it is closed (--hello-timeout):
+// a client's hello follows its connect at once; a few seconds forgive a loaded host.
+inline constexpr milliseconds kDefaultHelloTimeout{5'000};
+// Bytes waiting to be written to one worker (evaluations, host replies) before the
+// supervisor stops reading that worker and its evaluating client (--max-worker-queued).
+inline constexpr std::uint64_t kDefaultMaxWorkerQueued = 4 * MiB;
 
 }  // namespace corral::limits

@@ -20,11 +20,13 @@ using proto::ErrorCode;
 constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
 // The writer hands the kernel up to this much per write: fewer syscalls under streaming.
 constexpr std::size_t kWriteBatchBytes = 256 * 1024;
+// What a final reply carries besides its payload (ids, figures, messages), reserved with it.
+constexpr std::uint64_t kReplyOverheadBytes = 4 * 1024;
 
 Connection::Connection(asio::io_context& io, asio::local::stream_protocol::socket socket, Peer peer,
                        Context& ctx)
     : io_(io), socket_(std::move(socket)), peer_(peer), ctx_(ctx), scope_(ctx.scopes->make_implicit(peer.uid)),
-      writer_wake_(io) {
+      writer_wake_(io), reader_wake_(io), hello_deadline_(io) {
   writer_wake_.expires_at(std::chrono::steady_clock::time_point::max());
   ++ctx_.connections;
   ++ctx_.connections_by_uid[peer_.uid];
@@ -44,7 +46,18 @@ void Connection::release_slot() {
 
 void Connection::start() {
   auto self = shared_from_this();
-  asio::co_spawn(io_, reader(), [self](std::exception_ptr e) {
+  // A connection that never says hello only holds a slot: it gets the hello deadline.
+  std::weak_ptr<Connection> weak = self;
+  hello_deadline_.expires_after(ctx_.options.hello_timeout);
+  hello_deadline_.async_wait([weak](std::error_code ec) {
+    auto c = weak.lock();
+    if (ec || !c || c->closed_ || c->hello_done_) return;
+    spdlog::warn("connection pid={} uid={}: no hello within {}ms; closing it", c->peer_.pid, c->peer_.uid,
+                 c->ctx_.options.hello_timeout.count());
+    c->close_after(proto::make_error(0, ErrorCode::hello_required,
+                                     "no hello within " + std::to_string(c->ctx_.options.hello_timeout.count()) +
+                                         "ms (serve --hello-timeout); closing the connection"));
+  });  asio::co_spawn(io_, reader(), [self](std::exception_ptr e) {
     if (e) spdlog::error("connection pid={}: reader failed", self->peer_.pid);
     // After a fatal error frame the writer closes once it is flushed.
     if (!self->flush_then_close_) self->close();
@@ -63,6 +76,8 @@ void Connection::close() {
   // hold this object and the scopes alive) until each command is reaped; the temp dirs go
   // with the last reference.
   authorizations_.clear();  // their commands are terminated below: "not launched"
+  hello_deadline_.cancel();
+  reader_wake_.cancel();
   for (auto& [id, exec] : running_) exec.terminate();
   // An evaluation whose client is gone poisons its worker: its outcome is unknown.
   auto evals = std::move(evals_);
@@ -89,16 +104,19 @@ asio::awaitable<void> Connection::reader() {
   std::array<std::uint8_t, proto::kHeaderBytes> header;
   std::vector<std::uint8_t> payload;
   while (!closed_ && !flush_then_close_) {
+    if (reading_paused()) {
+      reader_wake_.expires_at(std::chrono::steady_clock::time_point::max());
+      co_await reader_wake_.async_wait(use_tuple);
+      continue;
+    }
     auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(header), use_tuple);
     if (ec) break;
     const std::uint32_t len = proto::read_length(header.data());
     if (len > ctx_.options.max_frame) {
       // The stream cannot be resynchronised without reading the payload: refuse and close.
-      send_error(0, ErrorCode::frame_too_large,
-                 "frame of " + std::to_string(len) + " bytes is over the " +
-                     std::to_string(ctx_.options.max_frame) + "-byte limit; closing the connection");
-      flush_then_close_ = true;
-      writer_wake_.cancel();
+      close_after(proto::make_error(0, ErrorCode::frame_too_large,
+                                    "frame of " + std::to_string(len) + " bytes is over the " +
+                                        std::to_string(ctx_.options.max_frame) + "-byte limit; closing the connection"));
       break;
     }
     payload.resize(len);
@@ -144,6 +162,11 @@ asio::awaitable<void> Connection::writer() {
     if (closed_) break;
     queued_bytes_ -= bytes;
     update_backpressure();
+    if (!reading_paused()) reader_wake_.cancel();
+    // Workers relaying host calls to this client wait for its queue to drain.
+    if (!congested())
+      for (auto& [eval_id, weak] : evals_)
+        if (auto w = weak.lock()) w->client_drained(this);
     if (ec) break;
   }
 }
@@ -157,6 +180,45 @@ void Connection::queue(proto::Frame frame, std::function<void()> on_dropped) {
   queue_.push_back({std::move(frame), std::move(on_dropped)});
   writer_wake_.cancel();
   update_backpressure();
+}
+
+void Connection::close_after(proto::Frame last) {
+  if (closed_ || flush_then_close_) return;
+  queue(std::move(last));
+  flush_then_close_ = true;
+  reader_wake_.cancel();
+  writer_wake_.cancel();
+  // The reader may be blocked in a read: ending the read side ends it.
+  std::error_code ignored;
+  socket_.shutdown(asio::socket_base::shutdown_receive, ignored);
+  // A client that does not read gets no more than the grace of a hello deadline to take it.
+  std::weak_ptr<Connection> weak = shared_from_this();
+  hello_deadline_.expires_after(ctx_.options.hello_timeout);
+  hello_deadline_.async_wait([weak](std::error_code ec) {
+    if (auto c = weak.lock(); c && !ec) c->close();
+  });
+}
+
+void Connection::reserve(std::uint64_t id, std::uint64_t bytes) {
+  bytes = std::min<std::uint64_t>(bytes, ctx_.options.max_queued);
+  reserved_[id] += bytes;
+  reserved_bytes_ += bytes;
+}
+
+void Connection::release(std::uint64_t id) {
+  auto it = reserved_.find(id);
+  if (it == reserved_.end()) return;
+  reserved_bytes_ -= it->second;
+  reserved_.erase(it);
+  if (!reading_paused()) reader_wake_.cancel();
+}
+
+bool Connection::reading_paused() const {
+  if (closed_) return false;
+  if (queued_bytes_ + reserved_bytes_ > ctx_.options.max_queued) return true;
+  for (const auto& [id, weak] : evals_)
+    if (auto w = weak.lock(); w && !w->accepts_host_replies()) return true;
+  return false;
 }
 
 void Connection::update_backpressure() {
@@ -220,6 +282,7 @@ void Connection::on_hello(const proto::Message& msg) {
     return;
   }
   hello_done_ = true;
+  hello_deadline_.cancel();
   queue(proto::make_hello_reply(kServerVersion, layer_infos(), ctx_.options.max_frame));
 }
 
@@ -313,6 +376,8 @@ void Connection::on_exec(const proto::Message& msg) {
     authorizations_.erase(id);
     on_exec_done(id, logged, std::move(result));
   };
+  // The final reply carries the retained output: promise its room now, not when it completes.
+  reserve(id, spec->max_output + kReplyOverheadBytes);
   ++ctx_.running_commands;
   auto [it, inserted] = running_.emplace(id, Execution::start(io_, std::move(*spec), sink, done));
   if (paused_) it->second.pause_output();
@@ -356,6 +421,7 @@ std::shared_ptr<Scope> Connection::scope_for(std::uint64_t id, const flatbuffers
 void Connection::on_exec_done(std::uint64_t id, const ExecSpec& spec, Result result) {
   --ctx_.running_commands;
   log_launch(peer_, id, spec, result);
+  release(id);
   queue(make_exec_result(id, result));
   running_.erase(id);
 }

@@ -5,7 +5,11 @@
 //
 // Back-pressure: output chunks are queued for the client; past `max_queued` bytes every
 // command of this connection stops being read (its pipe fills, the command blocks) until
-// the queue drains to half.
+// the queue drains to half. The client's own requests stop being read while the queued
+// bytes plus the replies already promised (each admitted request reserves its largest
+// reply, at most `max_queued`) are over `max_queued`, and while a worker this client
+// evaluates on cannot take more of its host replies. A client that has not said hello
+// within the hello deadline is disconnected.
 #pragma once
 
 #include <sys/types.h>
@@ -40,6 +44,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void start();
   // Terminates every command and closes the socket. Idempotent.
   void close();
+
+  // True while this client's outgoing queue is over --max-queued: whatever feeds it (a
+  // worker relaying host calls) should stop until wake_feeders() calls it back.
+  bool congested() const { return closed_ || queued_bytes_ > ctx_.options.max_queued; }
+  // Called by a worker whose inbound queue drained: this client's requests may be read again.
+  void wake_reader() { reader_wake_.cancel(); }
 
  private:
   asio::awaitable<void> reader();
@@ -80,7 +90,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<ExecSpec> prepare_spec(std::uint64_t id, const proto::ExecRequest& req, Scope& scope, const char* cgroup_prefix);
   std::shared_ptr<Scope> scope_for(std::uint64_t id, const flatbuffers::String* name, const std::shared_ptr<Scope>& fallback);
   void send_error(std::uint64_t id, proto::ErrorCode code, std::string_view message);
+  // Queues `last`, reads nothing more, and closes once it is written (or after the hello
+  // timeout, for a client that does not read).
+  void close_after(proto::Frame last);
   void update_backpressure();
+  // The replies promised to admitted requests: reserved when admitted, released when the
+  // reply is queued (it then counts as queued).
+  void reserve(std::uint64_t id, std::uint64_t bytes);
+  void release(std::uint64_t id);
+  // True while the reader must not take another request (see the header comment).
+  bool reading_paused() const;
   std::vector<proto::LayerInfo> layer_infos() const;
 
   asio::io_context& io_;
@@ -90,6 +109,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<Scope> scope_;                  // the implicit scope
   std::vector<std::weak_ptr<Scope>> owned_scopes_;  // named, not detached: closed with us
   asio::steady_timer writer_wake_;
+  asio::steady_timer reader_wake_;    // cancelled when reading may resume
+  asio::steady_timer hello_deadline_;
+  std::map<std::uint64_t, std::uint64_t> reserved_;  // by request id: bytes promised
+  std::uint64_t reserved_bytes_ = 0;
   struct Pending {
     proto::Frame frame;
     std::function<void()> on_dropped;

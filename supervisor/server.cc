@@ -176,6 +176,15 @@ class Server {
              "uid " + std::to_string(cred.uid) + " may not use this supervisor (serve --allow-uid)");
       return;
     }
+    const unsigned per_uid = std::min(ctx_.options.max_connections_per_uid, ctx_.options.max_connections);
+    if (auto it = ctx_.connections_by_uid.find(cred.uid); it != ctx_.connections_by_uid.end() && it->second >= per_uid) {
+      spdlog::warn("refused a connection from uid {} pid {}: {} connections of that uid open (--max-connections-per-uid)",
+                   cred.uid, cred.pid, it->second);
+      refuse(socket, proto::ErrorCode::too_many_connections,
+             "uid " + std::to_string(cred.uid) + " already has " + std::to_string(it->second) +
+                 " connections (serve --max-connections-per-uid)");
+      return;
+    }
     if (ctx_.connections >= ctx_.options.max_connections) {
       spdlog::warn("refused a connection from pid {}: {} connections open (--max-connections)", cred.pid, ctx_.connections);
       refuse(socket, proto::ErrorCode::too_many_connections,
@@ -210,6 +219,12 @@ Status validate(const ServerOptions& o) {
   if (o.socket_path[0] != '/') return Status::invalid("socket path must be absolute: " + o.socket_path);
   if (o.max_connections < 1 || o.max_connections > 65536)
     return Status::invalid("--max-connections must be between 1 and 65536");
+  if (o.max_connections_per_uid < 1 || o.max_connections_per_uid > 65536)
+    return Status::invalid("--max-connections-per-uid must be between 1 and 65536");
+  if (o.hello_timeout.count() < 100 || o.hello_timeout > std::chrono::minutes(10))
+    return Status::invalid("--hello-timeout must be between 100ms and 10m");
+  if (o.max_worker_queued < 64 * 1024 || o.max_worker_queued > limits::GiB)
+    return Status::invalid("--max-worker-queued must be between 64K and 1G");
   if (o.max_in_flight < 1 || o.max_in_flight > 65536)
     return Status::invalid("--max-in-flight must be between 1 and 65536");
   if (o.max_queued < 64 * 1024 || o.max_queued > limits::GiB)
@@ -278,8 +293,9 @@ Status serve(const ServerOptions& options_in) {
   ctx.background = std::make_unique<BackgroundTable>(io);
   Server server(io, ctx, std::move(listen_fd).value());
   server.start();
-  spdlog::info("corral supervisor pid {} serving {} (max frame {}, max connections {}, max in flight {})", ::getpid(),
-               options.socket_path, format_size(options.max_frame), options.max_connections, options.max_in_flight);
+  spdlog::info("corral supervisor pid {} serving {} (max frame {}, max connections {} ({} per uid), max in flight {})",
+               ::getpid(), options.socket_path, format_size(options.max_frame), options.max_connections,
+               std::min(options.max_connections_per_uid, options.max_connections), options.max_in_flight);
   io.run();
   ::unlink(options.socket_path.c_str());
   ::unlink((options.socket_path + ".lock").c_str());

@@ -22,8 +22,11 @@ struct ServerOptions {
   std::string socket_path;          // required
   std::vector<uid_t> allow_uids;    // peers besides the supervisor's own uid
   unsigned max_connections = limits::kDefaultMaxConnections;
+  unsigned max_connections_per_uid = limits::kDefaultMaxConnectionsPerUid;  // the smaller of the two applies
+  std::chrono::milliseconds hello_timeout = limits::kDefaultHelloTimeout;
   unsigned max_in_flight = limits::kDefaultMaxInFlight;        // requests per connection
   std::uint64_t max_queued = limits::kDefaultMaxQueued;        // bytes queued per client
+  std::uint64_t max_worker_queued = limits::kDefaultMaxWorkerQueued;  // bytes queued per worker
   std::uint32_t max_frame = limits::kDefaultMaxFrame;          // bytes
   std::chrono::milliseconds max_timeout = limits::kMaxTimeout; // per request
   std::chrono::milliseconds authorization_deadline = limits::kAuthorizationDeadline;

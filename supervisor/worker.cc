@@ -44,10 +44,11 @@ std::string_view bytes_of(const flatbuffers::Vector<std::uint8_t>* v) {
 }  // namespace
 
 Worker::Worker(asio::io_context& io, std::string name, std::shared_ptr<Scope> scope, uid_t owner, ExecSpec spec,
-               std::chrono::milliseconds idle_timeout, std::uint32_t max_frame, std::function<void()> on_stopped)
+               std::chrono::milliseconds idle_timeout, std::uint32_t max_frame, std::uint64_t max_queued,
+               std::function<void()> on_stopped)
     : io_(io), name_(std::move(name)), scope_(std::move(scope)), owner_(owner), spec_(std::move(spec)),
-      idle_timeout_(idle_timeout), max_frame_(max_frame), on_stopped_(std::move(on_stopped)), deadline_(io),
-      idle_(io) {}
+      idle_timeout_(idle_timeout), max_frame_(max_frame), max_queued_(max_queued), on_stopped_(std::move(on_stopped)),
+      read_wake_(io), deadline_(io), idle_(io) {}
 
 Worker::~Worker() { kill_process(); }
 
@@ -99,6 +100,8 @@ Status Worker::start() {
   socket_ = std::make_unique<asio::local::stream_protocol::socket>(io_);
   socket_->assign(asio::local::stream_protocol(), mine.release());
   out_.clear();
+  out_bytes_ = 0;
+  unwritten_replies_ = 0;
   writing_ = false;
   state_ = State::idle;
   lost_reason_.clear();
@@ -113,6 +116,7 @@ Status Worker::start() {
 }
 
 void Worker::kill_process() {
+  read_wake_.cancel();  // a reader of the old process waiting for room ends
   exec_.terminate();
   if (socket_) {
     std::error_code ignored;
@@ -127,6 +131,12 @@ asio::awaitable<void> Worker::read_frames() {
   std::array<std::uint8_t, proto::kHeaderBytes> header;
   std::vector<std::uint8_t> payload;
   for (;;) {
+    // Back-pressure: nothing more is read while what the worker's frames would feed is full.
+    while (gen == generation_ && !may_read()) {
+      read_wake_.expires_at(std::chrono::steady_clock::time_point::max());
+      co_await read_wake_.async_wait(use_tuple);
+    }
+    if (gen != generation_) co_return;
     auto [ec, n] = co_await asio::async_read(*socket, asio::buffer(header), use_tuple);
     if (ec) break;
     const std::uint32_t len = proto::read_length(header.data());
@@ -151,6 +161,15 @@ asio::awaitable<void> Worker::read_frames() {
     poison(ErrorCode::state_lost, "the worker closed its channel mid-evaluation");
 }
 
+bool Worker::may_read() const {
+  if (out_bytes_ > max_queued_) return false;
+  return !(current_ && current_->req.client_congested && current_->req.client_congested());
+}
+
+void Worker::client_drained(const void* client) {
+  if (current_ && current_->req.client == client && may_read()) read_wake_.cancel();
+}
+
 void Worker::on_frame(const proto::Message& msg) {
   const std::uint64_t number = current_ ? current_->number : 0;
   if (msg.request_id() == number && number != 0) {
@@ -161,9 +180,14 @@ void Worker::on_frame(const proto::Message& msg) {
       if (c.pending_calls.count(call_id)) {
         return poison(ErrorCode::state_lost, "protocol violation: host call id " + std::to_string(call_id) + " reused");
       }
+      if (c.pending_calls.size() + unwritten_replies_ >= kMaxPendingHostCalls) {
+        return poison(ErrorCode::state_lost, "protocol violation: more than " + std::to_string(kMaxPendingHostCalls) +
+                                                 " host calls outstanding");
+      }
       if (!c.req.serve_host_calls) {
         send_to_worker(bytes_frame(number, proto::Body::HostReply, {}, call_id,
-                                   "no host channel: the evaluating client serves no host calls"));
+                                   "no host channel: the evaluating client serves no host calls"),
+                       /*host_reply=*/true);
         return;
       }
       // The evaluation's channel: relay the call to its client, under the client's request id.
@@ -177,8 +201,10 @@ void Worker::on_frame(const proto::Message& msg) {
                                     " for evaluation " + std::to_string(msg.request_id()));
 }
 
-void Worker::send_to_worker(proto::Frame frame) {
-  out_.push_back(std::move(frame));
+void Worker::send_to_worker(proto::Frame frame, bool host_reply) {
+  out_bytes_ += frame.size();
+  unwritten_replies_ += host_reply;
+  out_.push_back({std::move(frame), host_reply});
   write_next();
 }
 
@@ -186,10 +212,19 @@ void Worker::write_next() {
   if (writing_ || out_.empty() || !socket_) return;
   writing_ = true;
   const std::uint64_t gen = generation_;
-  asio::async_write(*socket_, asio::buffer(out_.front()), [self = shared_from_this(), gen](std::error_code ec, std::size_t) {
+  asio::async_write(*socket_, asio::buffer(out_.front().frame), [self = shared_from_this(), gen](std::error_code ec, std::size_t) {
     if (gen != self->generation_) return;
     self->writing_ = false;
-    if (!self->out_.empty()) self->out_.pop_front();
+    if (!self->out_.empty()) {
+      const bool was_full = !self->accepts_host_replies();
+      self->out_bytes_ -= self->out_.front().frame.size();
+      self->unwritten_replies_ -= self->out_.front().host_reply;
+      self->out_.pop_front();
+      if (was_full && self->accepts_host_replies()) {
+        if (self->may_read()) self->read_wake_.cancel();
+        if (self->current_ && self->current_->req.wake_client) self->current_->req.wake_client();
+      }
+    }
     if (ec) return;  // the reader or the exit handler reports the broken worker
     self->write_next();
   });
@@ -268,6 +303,12 @@ void Worker::poison(ErrorCode code, const std::string& reason) {
   lost_reason_ = reason;
   ++generation_;  // whatever the old process still sends is ignored
   kill_process();
+  // Nothing queued for the old process will be written: its client may be read again.
+  const bool was_full = !accepts_host_replies();
+  out_.clear();
+  out_bytes_ = 0;
+  unwritten_replies_ = 0;
+  if (was_full && current_ && current_->req.wake_client) current_->req.wake_client();
   if (current_) {
     Current c = std::move(*current_);
     current_.reset();
@@ -288,7 +329,7 @@ bool Worker::host_reply(const void* client, std::uint64_t request_id, std::uint6
                         std::string error) {
   if (!current_ || current_->req.client != client || current_->req.request_id != request_id) return false;
   if (!current_->pending_calls.erase(call_id)) return false;
-  send_to_worker(bytes_frame(current_->number, proto::Body::HostReply, data, call_id, error));
+  send_to_worker(bytes_frame(current_->number, proto::Body::HostReply, data, call_id, error), /*host_reply=*/true);
   return true;
 }
 

@@ -8,6 +8,15 @@
 //
 // The host channel of an evaluation opens at its first HostCall and closes when the
 // evaluation ends; a HostReply for a closed channel is refused and never delivered later.
+//
+// Memory stays bounded whatever the worker does. Frames waiting to be written to the worker
+// (evaluations, host replies) have a byte bound (`serve --max-worker-queued`): past it the
+// supervisor stops reading the worker, and stops reading the evaluating client's requests
+// (the source of host replies), until the worker has taken them. While the evaluating
+// client's own queue is over its bound, the worker is not read either. A worker is poisoned
+// for a frame that is not allowed at that moment: anything outside an evaluation, a reply or
+// host call for another evaluation, a reused call id, or more than kMaxPendingHostCalls host
+// calls outstanding (relayed and unanswered, or answered and not yet written to it).
 #pragma once
 
 #include <sys/types.h>
@@ -38,6 +47,8 @@ inline constexpr std::size_t kWorkerLogBytes = 256 << 10;       // the latest lo
 inline constexpr std::chrono::milliseconds kDefaultEvalTimeout{120'000};
 inline constexpr std::chrono::milliseconds kDefaultIdleTimeout{600'000};
 inline constexpr std::size_t kMaxWorkersPerScope = 16;
+// Host calls one evaluation may have outstanding; one more poisons the worker.
+inline constexpr std::size_t kMaxPendingHostCalls = 64;
 
 // One evaluation as the worker sees its client.
 struct EvalRequest {
@@ -47,6 +58,10 @@ struct EvalRequest {
   bool serve_host_calls = false;
   const void* client = nullptr;               // identity of the connection
   std::function<void(proto::Frame)> send;     // queues a frame to that client
+  // True while that client's queue is over its bound: the worker is not read meanwhile.
+  std::function<bool()> client_congested;
+  // Lets that client's requests be read again (the worker's inbound queue has drained).
+  std::function<void()> wake_client;
 };
 
 class Worker : public std::enable_shared_from_this<Worker> {
@@ -54,8 +69,11 @@ class Worker : public std::enable_shared_from_this<Worker> {
   enum class State { idle, busy, state_lost, stopped };
 
   // `spec` is the template every (re)start launches; `on_stopped` runs once when it stops for good.
+  // `max_frame` bounds each frame from the worker; `max_queued` the bytes waiting to be
+  // written to it.
   Worker(asio::io_context& io, std::string name, std::shared_ptr<Scope> scope, uid_t owner, ExecSpec spec,
-         std::chrono::milliseconds idle_timeout, std::uint32_t max_frame, std::function<void()> on_stopped);
+         std::chrono::milliseconds idle_timeout, std::uint32_t max_frame, std::uint64_t max_queued,
+         std::function<void()> on_stopped);
   ~Worker();
 
   Status start();
@@ -67,6 +85,11 @@ class Worker : public std::enable_shared_from_this<Worker> {
   // Returns true if that evaluation was on this worker.
   bool cancel(const void* client, std::uint64_t request_id);
   void client_gone(const void* client);
+  // `client`'s queue drained: if the worker was waiting for it, read the worker again.
+  void client_drained(const void* client);
+  // False while frames waiting for the worker are over its bound: its evaluating client's
+  // requests (host replies among them) are not read meanwhile.
+  bool accepts_host_replies() const { return out_bytes_ <= max_queued_; }
   void stop(bool force);
 
   const std::string& name() const { return name_; }
@@ -87,7 +110,8 @@ class Worker : public std::enable_shared_from_this<Worker> {
     std::uint32_t host_calls = 0;
   };
   asio::awaitable<void> read_frames();
-  void send_to_worker(proto::Frame frame);
+  bool may_read() const;
+  void send_to_worker(proto::Frame frame, bool host_reply = false);
   void write_next();
   void next();
   void finish(std::string reply);
@@ -105,13 +129,21 @@ class Worker : public std::enable_shared_from_this<Worker> {
   ExecSpec spec_;
   std::chrono::milliseconds idle_timeout_;
   std::uint32_t max_frame_;
+  std::uint64_t max_queued_;
   std::function<void()> on_stopped_;
   std::uint64_t scope_hook_ = 0;
 
   Execution exec_;
   std::unique_ptr<asio::local::stream_protocol::socket> socket_;
-  std::deque<proto::Frame> out_;
+  struct Outgoing {
+    proto::Frame frame;
+    bool host_reply = false;
+  };
+  std::deque<Outgoing> out_;
+  std::uint64_t out_bytes_ = 0;
+  std::size_t unwritten_replies_ = 0;  // host replies in out_, counted as outstanding calls
   bool writing_ = false;
+  asio::steady_timer read_wake_;  // cancelled when the worker may be read again
   std::uint64_t generation_ = 0;  // bumps on every (re)start; stale callbacks check it
 
   State state_ = State::idle;

@@ -162,7 +162,7 @@ void Connection::on_worker_start(const proto::Message& msg) {
   Context* ctx = &ctx_;
   std::weak_ptr<Scope> weak_scope = scope;
   auto worker = std::make_shared<Worker>(io_, name, scope, peer_.uid, std::move(*spec), idle,
-                                         ctx_.options.max_frame, [ctx, key, weak_scope] {
+                                         ctx_.options.max_frame, ctx_.options.max_worker_queued, [ctx, key, weak_scope] {
                                            ctx->workers.erase(key);
                                            if (auto s = weak_scope.lock()) --s->worker_count;
                                          });
@@ -211,9 +211,21 @@ void Connection::on_worker_eval(const proto::Message& msg) {
     if (!c) return;
     // Anything but a relayed HostCall is the evaluation's final reply.
     const auto* m = proto::GetMessage(frame.data() + proto::kHeaderBytes);
-    if (m->body_type() != proto::Body::HostCall) c->evals_.erase(id);
+    if (m->body_type() != proto::Body::HostCall) {
+      c->evals_.erase(id);
+      c->release(id);
+    }
     c->queue(std::move(frame));
   };
+  e.client_congested = [weak] {
+    auto c = weak.lock();
+    return !c || c->congested();
+  };
+  e.wake_client = [weak] {
+    if (auto c = weak.lock()) c->wake_reader();
+  };
+  // The worker's reply may be as large as a frame: promise its room now.
+  reserve(id, ctx_.options.max_frame);
   evals_[id] = worker;
   worker->evaluate(std::move(e), req.reset());
 }

@@ -8,6 +8,10 @@
 //   sleep:N         sleeps N seconds, then replies "slept"
 //   side-effect:P   appends one line to the file P, then replies "done" (ran-at-most-once proofs)
 //   print           writes a line to stdout and to stderr (the logs); replies "printed"
+//   big:N           replies N bytes of 'b'
+//   bigcalls:N:S    like hostcalls:N, each call carrying S bytes
+//   flood:N         writes N host calls straight to the channel, reading no reply; replies "flooded"
+//   stray           replies "stray" itself, sends a host call for the evaluation just ended, then sleeps
 //   anything else   replies "echo:" + request
 #include <unistd.h>
 
@@ -17,11 +21,49 @@
 #include <string>
 #include <vector>
 
+#include "worker_proto/codec.h"
 #include "worker_proto/worker_sdk.h"
 
 using corral::proto::WorkerConnection;
 
 namespace {
+
+int g_channel = -1;  // the raw channel fd, for the modes that break the protocol on purpose
+
+void write_raw(std::uint64_t id, corral::proto::Body type, std::uint64_t call_id, std::string_view data) {
+  namespace proto = corral::proto;
+  flatbuffers::FlatBufferBuilder fbb(data.size() + 64);
+  auto bytes = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(data.data()), data.size());
+  auto body = type == proto::Body::HostCall ? proto::CreateHostCall(fbb, call_id, bytes).Union()
+                                            : proto::CreateEvalReply(fbb, bytes).Union();
+  proto::Frame f = proto::finish_frame(fbb, proto::CreateMessage(fbb, id, type, body));
+  std::size_t done = 0;
+  while (done < f.size()) {
+    ssize_t n = ::write(g_channel, f.data() + done, f.size() - done);
+    if (n <= 0) std::_Exit(3);  // the supervisor stopped us: nothing else to do
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+// start_host_call() N times with `size` bytes each, then waits for every reply in order.
+std::string many_calls(WorkerConnection& conn, long n, std::size_t size) {
+  std::vector<std::uint64_t> ids;
+  std::string error;
+  for (long i = 1; i <= n; ++i) {
+    std::string data = "call-" + std::to_string(i);
+    if (size > data.size()) data.resize(size, 'c');
+    std::uint64_t id = conn.start_host_call(data, error);
+    if (id == 0) return "host-error:" + error;
+    ids.push_back(id);
+  }
+  std::string all;
+  for (std::uint64_t id : ids) {
+    std::string reply;
+    if (!conn.wait_host_call(id, reply, error)) return "host-error:" + error;
+    all += reply;
+  }
+  return all;
+}
 
 std::string handle(std::string_view request, WorkerConnection& conn) {
   static long counter = 0;
@@ -32,22 +74,22 @@ std::string handle(std::string_view request, WorkerConnection& conn) {
     if (!conn.host_call(after("host:"), reply, error)) return "host-error:" + error;
     return "host-reply:" + reply;
   }
-  if (request.starts_with("hostcalls:")) {
-    const long n = std::atol(after("hostcalls:").c_str());
-    std::vector<std::uint64_t> ids;
-    std::string error;
-    for (long i = 1; i <= n; ++i) {
-      std::uint64_t id = conn.start_host_call("call-" + std::to_string(i), error);
-      if (id == 0) return "host-error:" + error;
-      ids.push_back(id);
-    }
-    std::string all;
-    for (std::uint64_t id : ids) {
-      std::string reply;
-      if (!conn.wait_host_call(id, reply, error)) return "host-error:" + error;
-      all += reply;
-    }
-    return all;
+  if (request.starts_with("hostcalls:")) return many_calls(conn, std::atol(after("hostcalls:").c_str()), 0);
+  if (request.starts_with("bigcalls:")) {
+    const std::string args = after("bigcalls:");
+    return many_calls(conn, std::atol(args.c_str()), std::strtoul(args.substr(args.find(':') + 1).c_str(), nullptr, 10));
+  }
+  if (request.starts_with("big:")) return std::string(std::strtoul(after("big:").c_str(), nullptr, 10), 'b');
+  if (request.starts_with("flood:")) {
+    const long n = std::atol(after("flood:").c_str());
+    for (long i = 1; i <= n; ++i) write_raw(conn.evaluation(), corral::proto::Body::HostCall, 1000 + i, "flood");
+    return "flooded";
+  }
+  if (request == "stray") {
+    write_raw(conn.evaluation(), corral::proto::Body::EvalReply, 0, "stray");
+    write_raw(conn.evaluation(), corral::proto::Body::HostCall, 1, "after the end");
+    ::sleep(3600);  // serve() would send a second reply: the stray call is the one under test
+    std::_Exit(0);
   }
   if (request == "crash") std::abort();
   if (request.starts_with("sleep:")) {
@@ -70,6 +112,7 @@ std::string handle(std::string_view request, WorkerConnection& conn) {
 }  // namespace
 
 int main() {
+  if (const char* fd = std::getenv("CORRAL_WORKER_FD")) g_channel = std::atoi(fd);
   std::string error;
   auto conn = WorkerConnection::from_env(error);
   if (!conn) {

@@ -229,3 +229,93 @@ TEST_CASE("a worker idle past its idle timeout is stopped") {
   CHECK(wait_until([&] { return processes_with(kEcho).empty(); }, 10s));
   CHECK(s.log().find("idle for 300ms: stopping it") != std::string::npos);
 }
+
+namespace {
+
+std::uint64_t rss_kb(pid_t pid) {
+  std::istringstream in(read_file("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a worker is poisoned for a host call outside an evaluation") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  start(*c, "w", {kEcho});
+  CHECK(eval(*c, 2, "w", "stray") == "stray");
+  // The call that followed the end of its evaluation is a protocol violation.
+  REQUIRE(wait_until([&] { return s.log().find("unexpected HostCall for evaluation 1") != std::string::npos; }, 10s));
+  auto lost = eval(*c, 3, "w", "echo");
+  CHECK(lost.rfind("error:state_lost:", 0) == 0);
+  CHECK(lost.find("unexpected HostCall") != std::string::npos);
+}
+
+TEST_CASE("a worker is poisoned past 64 outstanding host calls") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  start(*c, "w", {kEcho});
+  // 64 calls in flight are allowed, and answered.
+  REQUIRE(c->send(eval_frame(2, "w", "hostcalls:64", /*serve=*/true)));
+  proto::Received r;
+  for (int i = 0; i < 64; ++i) {
+    REQUIRE(c->receive(r, 10000));
+    const auto* call = r.msg->body_as_HostCall();
+    REQUIRE(call);
+    REQUIRE(c->send(host_reply(2, call->call_id(), "")));
+  }
+  REQUIRE(c->receive(r, 10000));
+  REQUIRE(r.msg->body_as_WorkerEvalResult());
+  // The 65th is one too many: the worker is killed, the evaluation fails, nothing replays.
+  REQUIRE(c->send(eval_frame(3, "w", "hostcalls:65", /*serve=*/true)));
+  for (;;) {
+    REQUIRE(c->receive(r, 10000));
+    if (!r.msg->body_as_HostCall()) break;
+  }
+  REQUIRE(r.msg->body_as_Error());
+  CHECK(r.msg->request_id() == 3);
+  CHECK(r.msg->body_as_Error()->code() == ErrorCode::state_lost);
+  CHECK(proto::str(r.msg->body_as_Error()->message()).find("more than 64 host calls outstanding") != std::string::npos);
+}
+
+TEST_CASE("a worker flooding host calls without reading the replies is poisoned, and memory stays bounded") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  start(*c, "w", {kEcho});
+  const std::uint64_t before = rss_kb(s.pid());
+  // No serving client: every call gets an error reply the worker never reads.
+  auto flooded = eval(*c, 2, "w", "flood:2000000", false, 60000);
+  CHECK(flooded.rfind("error:state_lost:", 0) == 0);
+  CHECK(flooded.find("more than 64 host calls outstanding") != std::string::npos);
+  CHECK(rss_kb(s.pid()) < before + 32 * 1024);
+}
+
+TEST_CASE("host calls relayed to a client that does not read stop the worker being read") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  start(*c, "w", {kEcho});
+  const std::uint64_t before = rss_kb(s.pid());
+  // 40 calls of 15 MiB (600 MiB in all) for a client that reads none of them yet.
+  REQUIRE(c->send(eval_frame(2, "w", "bigcalls:40:15728640", /*serve=*/true)));
+  std::this_thread::sleep_for(3s);
+  // The client queue's bound (4 MiB) plus a frame or two in flight, far below 600 MiB.
+  CHECK(rss_kb(s.pid()) < before + 120 * 1024);
+  // The client reads and answers every call: nothing was lost meanwhile.
+  proto::Received r;
+  for (int i = 0; i < 40; ++i) {
+    REQUIRE(c->receive(r, 30000));
+    const auto* call = r.msg->body_as_HostCall();
+    REQUIRE(call);
+    CHECK(call->data()->size() == 15728640u);
+    REQUIRE(c->send(host_reply(2, call->call_id(), "k")));
+  }
+  REQUIRE(c->receive(r, 30000));
+  REQUIRE(r.msg->body_as_WorkerEvalResult());
+  CHECK(bytes(r.msg->body_as_WorkerEvalResult()->reply()) == std::string(40, 'k'));
+}

@@ -39,7 +39,9 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   std::uint64_t max_queued = serve_opts.max_queued, max_frame = serve_opts.max_frame,
                 max_timeout_ms = static_cast<std::uint64_t>(serve_opts.max_timeout.count()),
-                auth_deadline_ms = static_cast<std::uint64_t>(serve_opts.authorization_deadline.count());
+                auth_deadline_ms = static_cast<std::uint64_t>(serve_opts.authorization_deadline.count()),
+                hello_timeout_ms = static_cast<std::uint64_t>(serve_opts.hello_timeout.count()),
+                max_worker_queued = serve_opts.max_worker_queued;
   auto* serve = app.add_subcommand("serve", "Run the supervisor in the foreground until SIGTERM/SIGINT.");
   serve->add_option("--socket", serve_opts.socket_path, kSocketHelp);
   add_repeatable(serve, "--allow-uid", serve_opts.allow_uids,
@@ -48,13 +50,26 @@ int main(int argc, char** argv) {
   serve->add_option("--max-connections", serve_opts.max_connections, "simultaneous client connections")
       ->check(CLI::Range(1u, 1'000'000u))
       ->capture_default_str();
+  serve->add_option("--max-connections-per-uid", serve_opts.max_connections_per_uid,
+                    "simultaneous connections of one peer uid (never more than --max-connections)")
+      ->check(CLI::Range(1u, 1'000'000u))
+      ->capture_default_str();
+  serve->add_option("--hello-timeout", hello_timeout_ms, "a connection that has not said hello by then is closed")
+      ->type_name("DURATION")->transform(any_duration)
+      ->default_str(format_duration(serve_opts.hello_timeout));
   serve->add_option("--max-in-flight", serve_opts.max_in_flight, "requests in flight per connection")
       ->check(CLI::Range(1u, 1'000'000u))
       ->capture_default_str();
   serve->add_option("--max-queued", max_queued,
-                    "bytes queued for one client before its commands' output is paused (back-pressure)")
+                    "bytes queued for one client (replies promised to its requests included) before its "
+                    "commands' output is paused and its requests are no longer read (back-pressure)")
       ->type_name("SIZE")->transform(size_in(1, std::numeric_limits<std::uint64_t>::max()))
       ->default_str(format_size(max_queued));
+  serve->add_option("--max-worker-queued", max_worker_queued,
+                    "bytes waiting to be written to one worker before that worker and its evaluating client "
+                    "are no longer read (back-pressure)")
+      ->type_name("SIZE")->transform(size_in(1, std::numeric_limits<std::uint64_t>::max()))
+      ->default_str(format_size(max_worker_queued));
   serve->add_option("--max-frame", max_frame, "largest frame accepted or sent")
       ->type_name("SIZE")->transform(size_in(1, 0xffffffffULL))
       ->default_str(format_size(max_frame));
@@ -286,6 +301,8 @@ int main(int argc, char** argv) {
     serve_opts.max_frame = static_cast<std::uint32_t>(max_frame);  // bounded by its validator
     serve_opts.max_timeout = milliseconds(max_timeout_ms);
     serve_opts.authorization_deadline = milliseconds(auth_deadline_ms);
+    serve_opts.hello_timeout = milliseconds(hello_timeout_ms);
+    serve_opts.max_worker_queued = max_worker_queued;
     if (auto ids = cli::lookup_sandbox_user(sandbox_user); !ids.ok())
       return cli::complain(cli::kUsage, "--sandbox-uid: " + ids.status().message());
     else
