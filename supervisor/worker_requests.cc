@@ -18,21 +18,21 @@ namespace {
 
 // The shipped Python worker's directory, <dir of the corral executable>/../share/corral/python,
 // as laid out both in the build tree and in an installed tree (docs/design.md "Installed
-// layout"). Found once, at the first `--python` start: /proc/self/exe names the executable as
-// it was started, also if it is later replaced. Empty, with `error` set, if it is not there.
-const std::string& python_dir(std::string& error) {
-  static const std::pair<std::string, std::string> found = [] {
-    std::error_code ec;
-    std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (ec) return std::make_pair(std::string(), "cannot read /proc/self/exe: " + ec.message());
-    std::filesystem::path dir = exe.parent_path().parent_path() / "share" / "corral" / "python";
-    if (!std::filesystem::is_regular_file(dir / "corral_eval_worker.py", ec))
-      return std::make_pair(std::string(), "the shipped Python worker is not installed: no " +
-                                               (dir / "corral_eval_worker.py").string());
-    return std::make_pair(dir.string(), std::string());
-  }();
-  error = found.second;
-  return found.first;
+// layout"). /proc/self/exe names the executable as it was started. Empty, with `error` set, if
+// the worker is not there (looked for again next time: it may be installed later).
+std::string python_dir(std::string& error) {
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    error = "cannot read /proc/self/exe: " + ec.message();
+    return {};
+  }
+  std::filesystem::path dir = exe.parent_path().parent_path() / "share" / "corral" / "python";
+  if (!std::filesystem::is_regular_file(dir / "corral_eval_worker.py", ec)) {
+    error = "the shipped Python worker is not installed: no " + (dir / "corral_eval_worker.py").string();
+    return {};
+  }
+  return dir.string();
 }
 
 std::string worker_key(const Scope& scope, const std::string& name) { return scope.id() + "/" + name; }

@@ -36,7 +36,7 @@ unshare --mount --propagation private bash -euo pipefail -c '
   pid=$!
   trap "kill $pid 2>/dev/null; wait $pid 2>/dev/null || true" EXIT
   for _ in $(seq 1 200); do [ -S "$sock" ] && break; sleep 0.1; done
-  "$prefix/bin/corral" worker start --socket "$sock" py --python > /dev/null
+  "$prefix/bin/corral" worker start --socket "$sock" py --python > /dev/null 2>&1
   out=$("$prefix/bin/corral" worker eval --socket "$sock" py --request "{\"code\": \"import corral_worker, os; (6 * 7, os.path.dirname(corral_worker.__file__))\"}")
   expected="{\"ok\": true, \"stdout\": \"\", \"stderr\": \"\", \"result\": \"(42, '"'"'$prefix/share/corral/python'"'"')\", \"error\": null}"
   if [ "$out" != "$expected" ]; then
@@ -45,5 +45,17 @@ unshare --mount --propagation private bash -euo pipefail -c '
     echo "      expected: $expected"
     exit 1
   fi
+  # The build tree'"'"'s own corral, whose Python files are hidden, says so instead of guessing.
+  "$build/tools/corral" serve --socket "$scratch/sock2/corral.sock" --temp-root "$scratch" 2> "$scratch/serve2.log" &
+  pid2=$!
+  trap "kill $pid $pid2 2>/dev/null; wait $pid $pid2 2>/dev/null || true" EXIT
+  for _ in $(seq 1 200); do [ -S "$scratch/sock2/corral.sock" ] && break; sleep 0.1; done
+  if err=$("$build/tools/corral" worker start --socket "$scratch/sock2/corral.sock" py --python 2>&1); then
+    echo "FAIL: the build tree'"'"'s corral started a Python worker without its Python files"; exit 1
+  fi
+  case "$err" in
+    *"the shipped Python worker is not installed: no $build/share/corral/python/corral_eval_worker.py"*) ;;
+    *) echo "FAIL: worker start --python without the files said: $err"; exit 1 ;;
+  esac
 '
 echo "ok: an installed, moved corral ran a Python evaluation with its own Python files"
