@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
                  "also accept peers with this uid; the socket then opens to others and the peer credential "
                  "check is the gate");
   serve->add_option("--max-connections", serve_opts.max_connections, "simultaneous client connections")
-      ->check(CLI::Range(1u, 1'000'000u))
+      ->type_name("N")->check(CLI::Range(1u, 1'000'000u).description(""))
       ->capture_default_str();
   serve->add_option("--max-connections-per-uid", serve_opts.max_connections_per_uid,
                     "simultaneous connections of one peer uid (never more than --max-connections)")
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
       ->type_name("DURATION")->transform(any_duration)
       ->default_str(format_duration(serve_opts.hello_timeout));
   serve->add_option("--max-in-flight", serve_opts.max_in_flight, "requests in flight per connection")
-      ->check(CLI::Range(1u, 1'000'000u))
+      ->type_name("N")->check(CLI::Range(1u, 1'000'000u).description(""))
       ->capture_default_str();
   serve->add_option("--max-queued", max_queued,
                     "bytes queued for one client (replies promised to its requests included) before its "
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       ->type_name("SIZE")->transform(size_in(1, std::numeric_limits<std::uint64_t>::max()))
       ->default_str(format_size(max_worker_queued));
   serve->add_option("--max-frame", max_frame, "largest frame accepted or sent")
-      ->type_name("SIZE")->transform(size_in(1, 0xffffffffULL))
+      ->type_name("SIZE")->transform(size_in(proto::kMinMaxFrame, proto::kMaxMaxFrame))
       ->default_str(format_size(max_frame));
   serve->add_option("--max-timeout", max_timeout_ms, "largest timeout a request may ask for")
       ->type_name("DURATION")->transform(any_duration)
@@ -135,12 +135,12 @@ int main(int argc, char** argv) {
   exec->add_option("--memory", exec_opts.memory, "memory cap for the whole tree (4M to 1024G); past it: status memory_limit")
       ->type_name("SIZE")->transform(size_in(cap_limits::kMinMemory, cap_limits::kMaxMemory));
   exec->add_option("--pids", exec_opts.pids, "cap on processes and threads of the whole tree (1 to 1000000)")
-      ->check(CLI::Range(std::uint64_t{1}, cap_limits::kMaxPids));
+      ->type_name("N")->check(CLI::Range(std::uint64_t{1}, cap_limits::kMaxPids).description(""));
   exec->add_option("--cpu-time", exec_opts.cpu_time_ms,
                    "total CPU time of the whole tree (at least 10ms, e.g. 10s); past it: status cpu_limit")
       ->type_name("DURATION")->transform(duration_in(cap_limits::kMinCpuTime, milliseconds::max()));
   exec->add_option("--cpus", exec_opts.cpus, "CPU rate, e.g. 0.5 for half a CPU (0.001 to 1024)")
-      ->check(CLI::Range(1e-3, cap_limits::kMaxCpus));
+      ->type_name("RATE")->check(CLI::Range(1e-3, cap_limits::kMaxCpus).description(""));
   exec->add_option("--max-file-size", exec_opts.max_file_size, "largest file the command may write (e.g. 10M)")
       ->type_name("SIZE")->transform(size_in(1, cap_limits::kMaxFileSize));
   exec->add_option("--scope", exec_opts.scope, "run in this scope (from `corral scope create`)");
@@ -179,7 +179,7 @@ int main(int argc, char** argv) {
   write->add_flag("--binary", write_opts.binary, "accept any bytes");
   auto* ls = file_command("ls", "List a directory: name, type, size, mtime.", ls_opts);
   ls->add_option("--max-entries", ls_opts.max_entries, "at most this many entries (default and max 10000)")
-      ->check(CLI::Range(1u, 10000u));
+      ->type_name("N")->check(CLI::Range(1u, 10000u).description(""));
   ls->add_flag("--json", ls_opts.json, "print as JSON");
 
   // status
@@ -265,9 +265,9 @@ int main(int argc, char** argv) {
   w_start->add_option("--memory", w_opts.memory, "memory cap for the worker's tree (4M to 1024G)")
       ->type_name("SIZE")->transform(size_in(cap_limits::kMinMemory, cap_limits::kMaxMemory));
   w_start->add_option("--pids", w_opts.pids, "cap on the worker's processes and threads (1 to 1000000)")
-      ->check(CLI::Range(std::uint64_t{1}, cap_limits::kMaxPids));
+      ->type_name("N")->check(CLI::Range(std::uint64_t{1}, cap_limits::kMaxPids).description(""));
   w_start->add_option("--cpus", w_opts.cpus, "CPU rate for the worker, e.g. 0.5 (0.001 to 1024)")
-      ->check(CLI::Range(1e-3, cap_limits::kMaxCpus));
+      ->type_name("RATE")->check(CLI::Range(1e-3, cap_limits::kMaxCpus).description(""));
   w_start->add_option("--idle-timeout", w_opts.idle_timeout_ms, "stop it after this long without evaluations (default 10m)")
       ->type_name("DURATION")->transform(any_duration);
   w_start->add_option("program", w_opts.argv, "/ABS/PATH/RUNTIME ARGS... (after --)");
