@@ -48,7 +48,7 @@ Worker::Worker(asio::io_context& io, std::string name, std::shared_ptr<Scope> sc
                std::function<void()> on_stopped)
     : io_(io), name_(std::move(name)), scope_(std::move(scope)), owner_(owner), spec_(std::move(spec)),
       idle_timeout_(idle_timeout), max_frame_(max_frame), max_queued_(max_queued), on_stopped_(std::move(on_stopped)),
-      read_wake_(io), deadline_(io), idle_(io) {}
+      read_wake_(io), ready_timer_(io), deadline_(io), idle_(io) {}
 
 Worker::~Worker() { kill_process(); }
 
@@ -62,7 +62,7 @@ const char* Worker::state_name() const {
   return "?";
 }
 
-Status Worker::start() {
+Status Worker::start(std::function<void(Status)> on_ready) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return Status::from_errno("socketpair", errno);
   UniqueFd mine(sv[0]);
@@ -94,6 +94,20 @@ Status Worker::start() {
     std::string how = r.status == ExitStatus::setup_error ? "could not start: " + r.message
                       : r.exit_code                         ? "exited with status " + std::to_string(*r.exit_code)
                                                             : "was killed by signal " + std::to_string(r.signal);
+    if (w->on_ready_) {
+      // Gone before it was ready: the start failed. Its log is complete by now.
+      auto report = std::move(w->on_ready_);
+      w->on_ready_ = nullptr;
+      w->ready_timer_.cancel();
+      constexpr std::size_t kTail = 2048;
+      const std::string& logs = w->logs_;
+      std::string tail = logs.size() > kTail ? "..." + logs.substr(logs.size() - kTail) : logs;
+      while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+      report(Status::error("start", ECHILD,
+                           "worker " + w->name_ + " " + how + " before it was ready" +
+                               (tail.empty() ? std::string("; its log is empty") : "; its log ends with:\n" + tail)));
+      return;
+    }
     w->poison(ErrorCode::state_lost, "the worker " + how);
   };
   exec_ = Execution::start(io_, std::move(spec), sink, done);
@@ -111,7 +125,20 @@ Status Worker::start() {
     });
   }
   asio::co_spawn(io_, read_frames(), asio::detached);
-  arm_idle();
+  // The idle time of a new worker counts from when it is reported started.
+  if (!on_ready) arm_idle();
+  if (on_ready) {
+    on_ready_ = std::move(on_ready);
+    ready_timer_.expires_after(kWorkerStartSettle);
+    ready_timer_.async_wait([weak, gen](std::error_code ec) {
+      auto w = weak.lock();
+      if (ec || !w || gen != w->generation_ || !w->on_ready_) return;
+      auto report = std::move(w->on_ready_);
+      w->on_ready_ = nullptr;
+      if (!w->current_ && w->queue_.empty()) w->arm_idle();
+      report(Status());
+    });
+  }
   return {};
 }
 

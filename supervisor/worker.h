@@ -47,6 +47,11 @@ inline constexpr std::size_t kWorkerLogBytes = 256 << 10;       // the latest lo
 inline constexpr std::chrono::milliseconds kDefaultEvalTimeout{120'000};
 inline constexpr std::chrono::milliseconds kDefaultIdleTimeout{600'000};
 inline constexpr std::size_t kMaxWorkersPerScope = 16;
+// A worker that is still running this long after its launch counts as started; one that
+// exits sooner failed to start. Long enough for a runtime that dies of a bad argument or a
+// failed import (python3 -I takes ~30 ms to get there), short enough for a start to feel
+// immediate.
+inline constexpr std::chrono::milliseconds kWorkerStartSettle{300};
 // Host calls one evaluation may have outstanding; one more poisons the worker.
 inline constexpr std::size_t kMaxPendingHostCalls = 64;
 
@@ -76,7 +81,10 @@ class Worker : public std::enable_shared_from_this<Worker> {
          std::function<void()> on_stopped);
   ~Worker();
 
-  Status start();
+  // Launches the worker. With `on_ready`, that is called once: ok if the worker is still
+  // running kWorkerStartSettle after the launch, else the failure, naming the exit status and
+  // quoting the end of its log. A worker that exits before it is ready is a start failure.
+  Status start(std::function<void(Status)> on_ready = nullptr);
   void evaluate(EvalRequest req, bool reset);
   // A client's HostReply for its evaluation `request_id`; false if no such channel is open.
   bool host_reply(const void* client, std::uint64_t request_id, std::uint64_t call_id, std::string data,
@@ -144,6 +152,8 @@ class Worker : public std::enable_shared_from_this<Worker> {
   std::size_t unwritten_replies_ = 0;  // host replies in out_, counted as outstanding calls
   bool writing_ = false;
   asio::steady_timer read_wake_;  // cancelled when the worker may be read again
+  asio::steady_timer ready_timer_;
+  std::function<void(Status)> on_ready_;  // a start waiting to be reported
   std::uint64_t generation_ = 0;  // bumps on every (re)start; stale callbacks check it
 
   State state_ = State::idle;

@@ -166,17 +166,31 @@ void Connection::on_worker_start(const proto::Message& msg) {
                                            ctx->workers.erase(key);
                                            if (auto s = weak_scope.lock()) --s->worker_count;
                                          });
-  if (Status st = worker->start(); !st.ok()) {
+  // The name is taken from now on; the reply waits until the worker is ready (or is not).
+  ctx_.workers[key] = worker;
+  ++scope->worker_count;
+  std::weak_ptr<Connection> weak = shared_from_this();
+  std::weak_ptr<Worker> weak_worker = worker;
+  auto on_ready = [weak, weak_worker, id, name, scope_id = scope->id(), argv0 = argv[0]](Status st) {
+    auto w = weak_worker.lock();
+    if (!st.ok()) {
+      spdlog::warn("worker start scope={} name={} argv0=\"{}\": {}", scope_id, name, argv0, st.message());
+      if (w) w->stop(/*force=*/true);  // leaves the registry
+    }
+    auto c = weak.lock();
+    if (!c) return;
+    if (!st.ok()) return c->send_error(id, ErrorCode::internal, st.message());
+    flatbuffers::FlatBufferBuilder out(128);
+    auto body = proto::CreateWorkerStarted(out, out.CreateString(name), out.CreateString(scope_id));
+    c->queue(proto::finish_frame(out, proto::CreateMessage(out, id, proto::Body::WorkerStarted, body.Union())));
+  };
+  if (Status st = worker->start(on_ready); !st.ok()) {
+    worker->stop(/*force=*/true);
     send_error(id, ErrorCode::internal, "cannot start worker: " + st.message());
     return;
   }
-  ctx_.workers[key] = worker;
-  ++scope->worker_count;
   spdlog::info("worker start peer_uid={} peer_pid={} scope={} name={} argv0=\"{}\"", peer_.uid, peer_.pid, scope->id(),
                name, argv[0]);
-  flatbuffers::FlatBufferBuilder out(128);
-  auto body = proto::CreateWorkerStarted(out, out.CreateString(name), out.CreateString(scope->id()));
-  queue(proto::finish_frame(out, proto::CreateMessage(out, id, proto::Body::WorkerStarted, body.Union())));
 }
 
 void Connection::on_worker_eval(const proto::Message& msg) {

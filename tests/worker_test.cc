@@ -319,3 +319,23 @@ TEST_CASE("host calls relayed to a client that does not read stop the worker bei
   REQUIRE(r.msg->body_as_WorkerEvalResult());
   CHECK(bytes(r.msg->body_as_WorkerEvalResult()->reply()) == std::string(40, 'k'));
 }
+
+TEST_CASE("a worker that exits before it is ready is a start failure, with its status and its log") {
+  Server s;
+  auto r = cli({"worker", "start", "f", "--", "/bin/false"}, s.socket());
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("started") == std::string::npos);
+  CHECK(r.err.find("worker f exited with status 1 before it was ready") != std::string::npos);
+  auto c = s.connect();
+  REQUIRE(c);
+  proto::Received got;
+  REQUIRE(c->call(1, start_frame("sh", {"/bin/sh", "-c", "echo boom >&2; exit 3"}), got));
+  REQUIRE(got.msg->body_as_Error());
+  CHECK(proto::str(got.msg->body_as_Error()->message()) ==
+        "worker sh exited with status 3 before it was ready; its log ends with:\nboom");
+  // A failed start leaves nothing behind: the names are free again.
+  auto listed = cli({"worker", "list", "--json"}, s.socket());
+  CHECK(listed.out.find("\"f\"") == std::string::npos);
+  start(*c, "f", {kEcho});
+  CHECK(eval(*c, 2, "f", "echo") == "echo:echo");
+}
