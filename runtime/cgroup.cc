@@ -682,6 +682,15 @@ void CgroupManager::probe() {
     caps_.version = v2 ? "v2" : "none";
 }
 
+std::vector<std::string> CgroupManager::created_dirs() const {
+  std::vector<std::string> dirs;
+  for (const auto& h : hierarchies_) {
+    if (h->usable()) dirs.push_back(h->parent_dir);
+    if (!h->self_leaf.empty()) dirs.push_back(h->self_leaf);
+  }
+  return dirs;
+}
+
 CgroupManager::~CgroupManager() {
   const std::string pid = std::to_string(::getpid());
   for (auto it = hierarchies_.rbegin(); it != hierarchies_.rend(); ++it) {

@@ -86,6 +86,9 @@ class CgroupManager {
   CgroupManager& operator=(const CgroupManager&) = delete;
 
   const CgroupCapabilities& capabilities() const { return caps_; }
+  // The directories this manager created ("corral-<pid>" in each usable hierarchy, and the
+  // leaf it may have moved the supervisor into), for the supervisor's crash-cleanup record.
+  std::vector<std::string> created_dirs() const;
 
   // Creates "<parent>/<name>" in every hierarchy needed for `limits`, plus the kill-capable one,
   // plus the ones giving CPU accounting and the memory peak where available, and writes the

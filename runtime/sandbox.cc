@@ -92,6 +92,10 @@ struct SandboxHost::Impl {
   std::map<std::string, LayerReport> by_name;
   bool idmap = false;
   UniqueFd host_netns;  // ours, to come back to after cloning into a scope's namespace
+  // The death pipe: every sandbox's init watches the read end; the write end is ours alone
+  // (close-on-exec, and each init closes its copy first thing), so our death, however it
+  // comes, is an EOF in every init, which then ends its sandbox.
+  UniqueFd death_read, death_write;
 };
 
 StatusOr<UniqueFd> SandboxHost::make_network_namespace() const {
@@ -110,12 +114,18 @@ StatusOr<UniqueFd> SandboxHost::make_network_namespace() const {
 
 SandboxHost::~SandboxHost() = default;
 
+std::vector<std::string> SandboxHost::cgroup_dirs() const { return impl_->cgroups->created_dirs(); }
+
 std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
   std::unique_ptr<SandboxHost> host(new SandboxHost());
   host->options_ = std::move(options);
   host->root_ = ::geteuid() == 0;
   host->impl_ = std::make_unique<Impl>();
   host->impl_->host_netns.reset(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  if (int death[2]; ::pipe2(death, O_CLOEXEC) == 0) {
+    host->impl_->death_read.reset(death[0]);
+    host->impl_->death_write.reset(death[1]);
+  }
   auto& layers = host->layers_;
   auto add = [&](std::string name, bool ok, std::string reason) {
     layers.push_back({std::move(name), ok, std::move(reason)});
@@ -312,6 +322,8 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
                                             const std::string& name, bool hold, int netns_fd) const {
   if (spec.argv.empty() || spec.argv[0].empty()) return Status::invalid("empty argv");
   if (Status st = check(policy); !st.ok()) return st;
+  if (!impl_->death_read)
+    return Status::error("death-pipe", EBADF, "no death pipe: a sandbox could outlive the supervisor; refusing");
   const bool full = policy.mode == Mode::danger_full_access;
   SandboxLaunch out;
 
@@ -349,6 +361,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   p.full_access = full;
   p.landlock_fd = -1;
   p.release_fd = -1;
+  p.death_fd = impl_->death_read.get();
 
   // Binds, in order: the temp dir as /tmp, workspace roots, then --bind.
   struct BindSpec {

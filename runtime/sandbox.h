@@ -61,6 +61,8 @@ class SandboxHost {
   const std::vector<LayerReport>& layers() const { return layers_; }
   const HostOptions& options() const { return options_; }
   bool root() const { return root_; }
+  // The cgroup directories this host created for the supervisor (crash-cleanup records).
+  std::vector<std::string> cgroup_dirs() const;
   // ok if every layer `policy` needs is available; otherwise names the first missing one.
   Status check(const Policy& policy) const;
   // Prepares the scope temp dir for commands (owner: the sandbox uid for a root supervisor).

@@ -15,8 +15,10 @@
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/signalfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -465,17 +467,47 @@ void drop_privileges(const SandboxPlan& plan) {
   ::_exit(127);
 }
 
+// Closes every fd but the `n` in `keep` (unsorted, -1 entries ignored), without allocating.
+void close_all_except(int* keep, std::size_t n) {
+  for (std::size_t i = 1; i < n; ++i)  // insertion sort: a handful of entries
+    for (std::size_t j = i; j > 0 && keep[j - 1] > keep[j]; --j) {
+      int t = keep[j];
+      keep[j] = keep[j - 1];
+      keep[j - 1] = t;
+    }
+  unsigned next = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (keep[i] < 0 || static_cast<unsigned>(keep[i]) < next) continue;
+    if (static_cast<unsigned>(keep[i]) > next) ::syscall(SYS_close_range, next, static_cast<unsigned>(keep[i]) - 1, 0U);
+    next = static_cast<unsigned>(keep[i]) + 1;
+  }
+  ::syscall(SYS_close_range, next, ~0U, 0U);
+}
+
+[[noreturn]] void end_sandbox() {
+  ::kill(-1, SIGKILL);  // from PID 1: every process of the namespace but us
+  ::_exit(137);         // and PID 1's exit takes whatever is left with it
+}
+
 // PID 1: forward what the supervisor sends to everything in the namespace, reap every
-// orphan, and when the command ends, end the rest and report.
+// orphan, and when the command ends, end the rest and report. When the supervisor dies
+// (EOF on the death pipe), end everything at once: nobody is left to own the sandbox.
 [[noreturn]] void supervise(const SandboxPlan& plan, pid_t command) {
   sigset_t all;
   sigfillset(&all);
+  // Signals arrive on a signalfd, so that one poll() also watches the death pipe.
+  const int sigfd = ::signalfd(-1, &all, SFD_CLOEXEC);
+  if (sigfd < 0) end_sandbox();
   Report report{};
   bool have_status = false;
   for (;;) {
-    siginfo_t si{};
-    int sig = ::sigwaitinfo(&all, &si);
-    if (sig < 0) continue;
+    struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {plan.death_fd, POLLIN, 0}};
+    if (::poll(fds, plan.death_fd >= 0 ? 2 : 1, -1) < 0) continue;  // EINTR
+    if (fds[1].revents) end_sandbox();  // EOF (or an error): the supervisor is gone
+    if (!(fds[0].revents & POLLIN)) continue;
+    struct signalfd_siginfo si {};
+    if (::read(sigfd, &si, sizeof si) != static_cast<ssize_t>(sizeof si)) continue;
+    const int sig = static_cast<int>(si.ssi_signo);
     if (sig != SIGCHLD) {
       ::kill(-1, sig);  // from PID 1: every process of the namespace but us
       continue;
@@ -519,8 +551,23 @@ int init_main(void* arg) {
   }
   sigset_t all;
   sigfillset(&all);
-  ::sigprocmask(SIG_SETMASK, &all, nullptr);  // init takes signals with sigwaitinfo only
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) fail(plan, Step::sync, errno);
+  ::sigprocmask(SIG_SETMASK, &all, nullptr);  // init takes signals from a signalfd only
+  // We are a copy of the supervisor, with every fd it had: keep only ours. Above all the write
+  // end of the death pipe (which must stay the supervisor's alone), the supervisor's ends of
+  // our own pipes (so that its death is an EOF here), and its instance lock.
+  {
+    int keep[8 + 16];
+    std::size_t n = 0;
+    for (int fd : {plan.sync_fd, plan.report_fd, plan.exec.error_fd, plan.landlock_fd, plan.release_fd, plan.death_fd})
+      keep[n++] = fd;
+    for (std::size_t i = 0; i < plan.exec.fd_count && i < 16; ++i) keep[n++] = plan.exec.fds[i].source;
+    close_all_except(keep, n);
+  }
+  // The supervisor may have died before we closed our copy of its death pipe's write end.
+  if (plan.death_fd >= 0) {
+    struct pollfd pfd {plan.death_fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 0) > 0) ::_exit(137);
+  }
   ::prctl(PR_SET_NAME, "corral-init", 0, 0, 0);
 
   int parent_fds[kMaxBinds];
@@ -565,14 +612,18 @@ int init_main(void* arg) {
     if (::setrlimit(RLIMIT_CPU, &rl) < 0) fail(plan, Step::rlimits, errno);
   }
 
-  pid_t command = ::fork();
+  // A raw clone, not glibc's fork(): no atfork handlers, no malloc or stdio locks taken in a
+  // copy of a process that may have had other threads (nor ASan's fork interceptor).
+  pid_t command = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, 0UL));
   if (command < 0) fail(plan, Step::fork, errno);
   if (command == 0) run_command(plan);
 
-  // init keeps nothing but the report pipe: the command's pipes must reach EOF when its
-  // processes are gone, and the error pipe when it has exec'd.
-  if (plan.report_fd > 0) ::syscall(SYS_close_range, 0U, static_cast<unsigned>(plan.report_fd - 1), 0U);
-  ::syscall(SYS_close_range, static_cast<unsigned>(plan.report_fd + 1), ~0U, 0U);
+  // init keeps nothing but the report pipe and the death pipe: the command's pipes must
+  // reach EOF when its processes are gone, and the error pipe when it has exec'd.
+  {
+    int keep[2] = {plan.report_fd, plan.death_fd};
+    close_all_except(keep, 2);
+  }
   supervise(plan, command);
 }
 

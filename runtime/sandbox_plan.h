@@ -95,6 +95,10 @@ struct SandboxPlan {
 
   int landlock_fd;                      // -1: none
   int release_fd;                       // -1: exec at once; else read one byte first ('g': go)
+  // Read end of the supervisor's death pipe, whose write end only the supervisor holds: EOF
+  // (or an error) means the supervisor is gone, and init then ends the whole sandbox. This
+  // does not depend on credentials or on which thread launched us, as PR_SET_PDEATHSIG would.
+  int death_fd;                         // -1: none (tests of the engine alone)
   const sock_fprog* seccomp;            // nullptr: none
 };
 

@@ -20,10 +20,12 @@
 #include <cstring>
 #include <filesystem>
 #include <list>
+#include <optional>
 
 #include "runtime/unique_fd.h"
 #include "runtime/units.h"
 #include "supervisor/connection.h"
+#include "supervisor/instance.h"
 #include "supervisor/peer.h"
 #include "worker_proto/messages.h"
 
@@ -248,6 +250,11 @@ Status serve(const ServerOptions& options_in) {
   }
   const bool shared = !options.allow_uids.empty();
   const std::string dir = std::filesystem::path(options.socket_path).parent_path().string();
+  // What crashed supervisors left behind (their sandboxes ended with them: the death pipe).
+  const std::string registry = instance_registry_dir();
+  for (const auto& line : clean_dead_instances(registry)) spdlog::info("crash cleanup: {}", line);
+  // Our own record, destroyed last (after the temp dir and the cgroups it lists are gone).
+  std::optional<InstanceRecord> record;
   // Scope temp dirs live in a directory of our own (0711: nobody can list it), masked in
   // every sandbox like the socket dir, so that no command sees another scope's temp dir.
   std::string base = options.temp_root + "/corral-" + std::to_string(::getpid()) + "-XXXXXX";
@@ -260,6 +267,14 @@ Status serve(const ServerOptions& options_in) {
       std::filesystem::remove_all(path, ec);
     }
   } remove_base{base};
+  if (auto r = InstanceRecord::create(registry, std::filesystem::path(base).filename().string()); r.ok()) {
+    record.emplace(std::move(r).value());
+    if (Status st = record->add("temp", base); !st.ok()) spdlog::warn("{}", st.message());
+  } else {
+    spdlog::warn("no crash-cleanup record ({}): if this supervisor crashes, the next one will not remove its "
+                 "temp dir and cgroups",
+                 r.status().message());
+  }
   options.temp_root = base;
   options.hidden_paths.push_back(base);
   if (Status st = prepare_directory(dir, shared); !st.ok()) return st;
@@ -283,6 +298,9 @@ Status serve(const ServerOptions& options_in) {
   host_options.hidden_paths = options.hidden_paths;
   host_options.temp_root = options.temp_root;
   ctx.host = SandboxHost::create(host_options);
+  if (record)
+    for (const auto& cg : ctx.host->cgroup_dirs())
+      if (Status st = record->add("cgroup", cg); !st.ok()) spdlog::warn("{}", st.message());
   ctx.layers = probe_host();
   for (const auto& l : ctx.host->layers()) {
     ctx.layers.push_back(l);

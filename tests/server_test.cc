@@ -236,3 +236,100 @@ TEST_CASE("a non-root supervisor launches every command (init turns non-dumpable
   ::kill(server, SIGTERM);
   CHECK(exited_zero(wait_process(server)));
 }
+
+namespace {
+
+// Directories named `name` anywhere under /sys/fs/cgroup (a few hundred directories here).
+std::vector<std::string> cgroup_dirs_named(const std::string& name) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(
+           "/sys/fs/cgroup", std::filesystem::directory_options::skip_permission_denied, ec);
+       it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (it->path().filename() == name) found.push_back(it->path().string());
+    if (it.depth() > 8) it.disable_recursion_pending();
+  }
+  return found;
+}
+
+std::vector<std::string> entries_starting(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) found.push_back(e.path().string());
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("kill -9 of a root supervisor ends every sandbox within a second; the next supervisor cleans up") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: a root supervisor needs root (this test runs as uid " << ::geteuid() << ")");
+    return;
+  }
+  TempDir d;
+  const std::string sock = d.path() + "/run/corral.sock";
+  pid_t first = spawn_process({kCorral, "serve", "--socket", sock, "--temp-root", d.path()}, "", d.path() + "/first.log");
+  REQUIRE(wait_until([&] { std::string e; return proto::Client::connect_raw(sock, e) != nullptr; }, 20s));
+  const std::string marker = "corral-orphan-" + std::to_string(::getpid());
+  // A foreground command of a client that is still connected, one with a cgroup (a cap), a
+  // background command and a worker: whatever runs as the sandbox uid.
+  std::string err;
+  auto c = proto::Client::connect(sock, err);
+  REQUIRE(c);
+  proto::ExecArgs fg;
+  fg.argv = {kHelper, "sleep", "300", marker};
+  REQUIRE(c->send(proto::make_exec(1, fg)));
+  proto::ExecArgs capped = fg;
+  capped.memory_bytes = 256u << 20;
+  REQUIRE(c->send(proto::make_exec(2, capped)));
+  REQUIRE(cli({"exec", "--background", "--", kHelper, "sleep", "300", marker}, sock).exit_code == 0);
+  REQUIRE(cli({"worker", "start", "w", "--", kEcho}, sock).exit_code == 0);
+  REQUIRE(wait_until([&] { return processes_with(marker).size() == 3 && !processes_with(kEcho).empty(); }, 20s));
+  const auto temps = entries_starting(d.path(), "corral-" + std::to_string(first) + "-");
+  REQUIRE(temps.size() == 1);
+  const auto groups = cgroup_dirs_named("corral-" + std::to_string(first));
+  const auto caps = read_file(d.path() + "/first.log");
+  CAPTURE(caps);
+
+  ::kill(first, SIGKILL);
+  wait_process(first);
+  const auto killed = std::chrono::steady_clock::now();
+  CHECK(wait_until([&] { return processes_with(marker).empty() && processes_with(kEcho).empty(); }, 10s));
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed);
+  MESSAGE("every sandbox ended " << took.count() << " ms after the supervisor died");
+  CHECK(took < 1s);
+  // What it left: its temp dir, its cgroups (when this host has them) and its socket.
+  CHECK(std::filesystem::exists(temps[0]));
+
+  // The next supervisor finds them by its record, and removes them.
+  pid_t second = spawn_process({kCorral, "serve", "--socket", sock, "--temp-root", d.path()}, "", d.path() + "/second.log");
+  REQUIRE(wait_until([&] { std::string e; return proto::Client::connect_raw(sock, e) != nullptr; }, 20s));
+  const std::string log = read_file(d.path() + "/second.log");
+  CAPTURE(log);
+  CHECK_FALSE(std::filesystem::exists(temps[0]));
+  CHECK(log.find("crash cleanup: removed temp dir " + temps[0]) != std::string::npos);
+  for (const auto& g : groups) {
+    CHECK_FALSE(std::filesystem::exists(g));
+    CHECK(log.find("crash cleanup: removed cgroup " + g) != std::string::npos);
+  }
+  CHECK(cli({"exec", "--", "true"}, sock).exit_code == 0);
+  ::kill(second, SIGTERM);
+  CHECK(exited_zero(wait_process(second)));
+  // A clean exit leaves nothing either.
+  CHECK(entries_starting(d.path(), "corral-").empty());
+  CHECK(cgroup_dirs_named("corral-" + std::to_string(second)).empty());
+}
+
+TEST_CASE("a live supervisor's leftovers are never taken for a dead one's") {
+  Server live;
+  TempDir d;
+  const auto before = entries_starting(live.dir(), "corral-" + std::to_string(live.pid()) + "-");
+  REQUIRE(before.size() == 1);
+  // Another supervisor starting meanwhile cleans only what dead ones left.
+  Server next;
+  CHECK(std::filesystem::exists(before[0]));
+  CHECK(cli({"exec", "--", "true"}, live.socket()).exit_code == 0);
+  CHECK(next.log().find(before[0]) == std::string::npos);
+}
