@@ -293,6 +293,7 @@ struct Execution::State : std::enable_shared_from_this<State> {
     std::error_code ignored;
     stdin_w.close(ignored);
     result.temp_dir = spec.temp_dir;
+    result.policy = spec.policy;
     if (spawned) {
       result.exit_code = exit.exited ? std::optional<int>(exit.exit_code) : std::nullopt;
       result.signal = exit.signal;

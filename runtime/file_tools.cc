@@ -172,6 +172,30 @@ Utf8Scan scan_utf8(std::string_view s) {
   return {};
 }
 
+bool beneath(const std::string& path, const std::string& root) {
+  return path == root || path.rfind(root == "/" ? root : root + "/", 0) == 0;
+}
+
+// The policy's guards on what was actually opened: `fd` itself, or the entry `name` in the
+// directory `fd`. The kernel's name for the handle is the path the command would meet.
+Status check_guards(const Roots& roots, int fd, const std::string& name, bool for_write, const std::string& shown) {
+  if (roots.denied.empty() && (!for_write || roots.read_only.empty())) return {};  // nothing to check
+  char buf[PATH_MAX];
+  const std::string link = "/proc/self/fd/" + std::to_string(fd);
+  ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
+  if (n <= 0 || static_cast<std::size_t>(n) == sizeof buf) return fail_errno("open", n < 0 ? errno : ENAMETOOLONG, shown, "readlink");
+  std::string real(buf, static_cast<std::size_t>(n));
+  if (!name.empty()) real += (real == "/" ? "" : "/") + name;
+  bool exempt = false;
+  for (const auto& e : roots.not_denied) exempt |= beneath(real, e);
+  for (const auto& d : roots.denied)
+    if (!exempt && beneath(real, d)) return fail("denied", EACCES, shown, "is unreadable here (--deny-read)");
+  if (for_write)
+    for (const auto& p : roots.read_only)
+      if (beneath(real, p)) return fail("readonly", EROFS, shown, "read-only (--protect " + p + ")");
+  return {};
+}
+
 Status check_regular(int fd, const std::string& shown) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return fail_errno("open", errno, shown, "fstat");
@@ -201,6 +225,7 @@ StatusOr<ReadResult> read_window(const Roots& roots, const std::string& path, st
   struct stat st;
   if (::fstat(fd->get(), &st) != 0) return fail_errno("read", errno, shown, "fstat");
   if (!S_ISREG(st.st_mode)) return wrong_type(shown, st.st_mode, "a regular file");
+  if (Status s = check_guards(roots, fd->get(), {}, false, shown); !s.ok()) return s;
 
   ReadResult out;
   out.offset = offset;
@@ -390,6 +415,7 @@ Status write_file(const Roots& roots, const std::string& path, std::string_view 
     if (target[0] == '/') return fail("resolve", EXDEV, shown, "escapes the root (symlink)");
     cur = (dir_rel == "." ? std::string() : dir_rel + "/") + std::string(target);
   }
+  if (Status s = check_guards(roots, dir.get(), name, true, shown); !s.ok()) return s;
 
   UniqueFd tmp_fd;
   std::unique_ptr<TempName> tmp;
@@ -437,6 +463,7 @@ StatusOr<Listing> list_dir(const Roots& roots, const std::string& path, std::siz
   struct stat st;
   if (::fstat(probe->get(), &st) != 0) return fail_errno("open", errno, shown, "fstat");
   if (!S_ISDIR(st.st_mode)) return wrong_type(shown, st.st_mode, "a directory");
+  if (Status s = check_guards(roots, probe->get(), {}, false, shown); !s.ok()) return s;
   // Reopening "." through the O_PATH fd reads exactly the directory checked above.
   int dfd = ::openat(probe->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return fail_errno("open", errno, shown);

@@ -17,7 +17,8 @@
 // Failures are Status values whose message names the path as the client gave it and why. Steps
 // (stable words): "path" (lexical refusal), "resolve" (escape or magic link; errno EXDEV or
 // ELOOP), "readonly" (EROFS), "type" (not a regular file / not a directory), "utf8", "size"
-// (data or window over a limit), "open", "read", "write", "rename" (errno from the syscall),
+// (data or window over a limit), "denied" (beneath a `denied` path; errno EACCES), "open",
+// "read", "write", "rename" (errno from the syscall),
 // "validate" (a malformed Roots value: the caller's bug, not the client's).
 //
 // Every fd opened here is O_CLOEXEC and owned by a UniqueFd; none outlives a call.
@@ -41,9 +42,18 @@ namespace corral::files {
 // directories (no symlinks, no trailing slash except "/" itself); `writable` is parallel to
 // `roots`. A symlink inside an outer root leading into a nested read-only root is not seen by
 // this lexical check: enforcing read-only there is the mount layer's job.
+// `denied` and `read_only` are the policy's guards (--deny-read and the supervisor's hidden
+// paths; --protect), as canonical host paths: what a tool actually opened (the kernel's name
+// for the handle, so a symlink cannot dodge them) must not lie beneath a denied path (step
+// "denied"), and a write must not land beneath a read-only one (step "readonly").
 struct Roots {
   std::vector<std::string> roots;  // first = the default for relative paths
   std::vector<bool> writable;      // parallel to roots
+  std::vector<std::string> denied = {};
+  std::vector<std::string> read_only = {};
+  // Beneath these `denied` does not apply: the scope's temp dir, which commands see at /tmp
+  // and not at its host path (where the supervisor's temp area is masked).
+  std::vector<std::string> not_denied = {};
 };
 
 // A path resolved lexically: the root it falls under, opened (O_PATH | O_DIRECTORY), and the

@@ -4,7 +4,10 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <memory>
+
+#include "runtime/units.h"
 
 namespace corral {
 
@@ -112,6 +115,124 @@ Status normalize(Policy& policy) {
   if (c.max_file_size && (*c.max_file_size < 1 || *c.max_file_size > cap_limits::kMaxFileSize))
     return Status::invalid("--max-file-size must be between 1 byte and 1P");
   return {};
+}
+
+}  // namespace corral
+
+namespace corral {
+
+namespace {
+
+int mode_rank(Mode m) {
+  switch (m) {
+    case Mode::read_only: return 0;
+    case Mode::workspace_write: return 1;
+    case Mode::danger_full_access: return 2;
+  }
+  return 3;  // unreachable: an unknown value is never narrower than anything
+}
+
+bool beneath(const std::string& path, const std::string& root) {
+  return path == root || path.rfind(root == "/" ? root : root + "/", 0) == 0;
+}
+
+bool beneath_any(const std::string& path, const std::vector<std::string>& roots) {
+  for (const auto& r : roots)
+    if (beneath(path, r)) return true;
+  return false;
+}
+
+Status over_ceiling(const std::string& what) { return Status::error("ceiling", EPERM, what); }
+
+std::string list(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+void add_unique(std::vector<std::string>& to, const std::vector<std::string>& from) {
+  for (const auto& p : from)
+    if (std::find(to.begin(), to.end(), p) == to.end()) to.push_back(p);
+}
+
+// One cap: the request's, the scope's when the request has none, refused over a finite
+// scope cap under a ceiling.
+template <class T, class Show>
+Status narrow_cap(const char* option, const std::optional<T>& scope, const std::optional<T>& asked, bool bounded,
+                  Show show, std::optional<T>& out) {
+  if (!asked) {
+    out = scope;
+    return {};
+  }
+  if (bounded && scope && *asked > *scope)
+    return over_ceiling(std::string(option) + " " + show(*asked) + " is over the scope's " + option + " " +
+                        show(*scope));
+  out = asked;
+  return {};
+}
+
+}  // namespace
+
+StatusOr<Policy> narrow(const Policy& scope, Ceiling ceiling, const PolicyRequest& request) {
+  const bool bounded = ceiling == Ceiling::bounded;
+  Policy out;
+  out.sandboxed = scope.sandboxed;
+  out.mode = request.mode.value_or(scope.mode);
+  if (bounded && mode_rank(out.mode) > mode_rank(scope.mode))
+    return over_ceiling(std::string("mode ") + mode_name(out.mode) + " is over the scope's mode " +
+                        mode_name(scope.mode));
+  out.network = request.network.value_or(scope.network);
+  if (bounded && out.network == Network::allowed && scope.network == Network::denied)
+    return over_ceiling("network allowed is over the scope's network denied");
+
+  out.workspaces = request.workspaces.empty() ? scope.workspaces : request.workspaces;
+  if (bounded && !scope.workspaces.empty())
+    for (const auto& w : request.workspaces)
+      if (!beneath_any(w, scope.workspaces))
+        return over_ceiling("workspace " + w + " is not beneath the scope's workspaces " + list(scope.workspaces));
+
+  out.binds = request.binds;
+  for (const auto& b : out.binds) {
+    if (!b.writable || !bounded) continue;
+    if (scope.mode == Mode::read_only)
+      return over_ceiling("--bind " + b.source + ":" + b.target + ":rw is writable; the scope's mode is read-only");
+    if (!scope.workspaces.empty() && !beneath_any(b.source, scope.workspaces))
+      return over_ceiling("--bind " + b.source + ":" + b.target + ":rw is writable outside the scope's workspaces " +
+                          list(scope.workspaces));
+  }
+
+  out.deny_read = scope.deny_read;
+  add_unique(out.deny_read, request.deny_read);
+  out.protect = scope.protect;
+  add_unique(out.protect, request.protect);
+
+  auto bytes = [](std::uint64_t v) { return format_size(v); };
+  auto count = [](std::uint64_t v) { return std::to_string(v); };
+  auto ms = [](std::chrono::milliseconds v) { return format_duration(v); };
+  auto rate = [](double v) {
+    std::string s = std::to_string(v);
+    s.erase(s.find_last_not_of('0') + 1);
+    if (!s.empty() && s.back() == '.') s.pop_back();
+    return s;
+  };
+  const Caps& sc = scope.caps;
+  const Caps& rc = request.caps;
+  if (Status st = narrow_cap("--memory", sc.memory_bytes, rc.memory_bytes, bounded, bytes, out.caps.memory_bytes); !st.ok())
+    return st;
+  if (Status st = narrow_cap("--pids", sc.pids, rc.pids, bounded, count, out.caps.pids); !st.ok()) return st;
+  if (Status st = narrow_cap("--cpu-time", sc.cpu_time, rc.cpu_time, bounded, ms, out.caps.cpu_time); !st.ok())
+    return st;
+  if (Status st = narrow_cap("--cpus", sc.cpus, rc.cpus, bounded, rate, out.caps.cpus); !st.ok()) return st;
+  if (Status st = narrow_cap("--max-file-size", sc.max_file_size, rc.max_file_size, bounded, bytes,
+                             out.caps.max_file_size);
+      !st.ok())
+    return st;
+  // Whatever the ceiling, a read-only result shows no writable bind.
+  if (out.mode == Mode::read_only)
+    for (const auto& b : out.binds)
+      if (b.writable)
+        return Status::invalid("--bind " + b.source + ":" + b.target + ":rw is not allowed in read-only mode");
+  return out;
 }
 
 }  // namespace corral

@@ -63,4 +63,34 @@ struct Policy {
 // mode) and canonicalizes paths that must exist (realpath). The message names the option.
 Status normalize(Policy& policy);
 
+// What one request (a command, a background command, a worker, an authorized launch, a file
+// tool call or a child scope) asks for, on top of the scope it runs in. Absent means "the
+// scope's". Paths are already normalized (canonical).
+struct PolicyRequest {
+  std::optional<Mode> mode;
+  std::optional<Network> network;
+  std::vector<std::string> workspaces;  // empty: the scope's
+  std::vector<std::string> deny_read;   // added to the scope's
+  std::vector<std::string> protect;     // added to the scope's
+  std::vector<Bind> binds;
+  Caps caps;                            // an absent cap: the scope's
+};
+
+// Whether a scope's policy bounds what runs in it. Named scopes are ceilings; a connection's
+// implicit scope and a uid's default scope are not (they only supply defaults).
+enum class Ceiling { none, bounded };
+
+// The one narrowing rule (docs/threat-model.md "Scopes narrow"): the effective policy of `request`
+// run in a scope whose policy is `scope`.
+//  - Absent mode / network / workspaces / caps take the scope's.
+//  - The scope's deny_read and protect always apply, added to the request's.
+//  - Under Ceiling::bounded nothing may widen: mode (read-only < workspace-write <
+//    danger-full-access), network (denied < allowed), workspaces (each beneath one of the
+//    scope's, when the scope names any; so must be every writable bind's source), writable
+//    binds (refused in a read-only scope), caps (no larger than a finite scope cap; a request
+//    without that cap gets the scope's). A request over its ceiling fails with step "ceiling",
+//    errno EPERM, and a message naming both sides.
+// Pure: touches no file system.
+[[nodiscard]] StatusOr<Policy> narrow(const Policy& scope, Ceiling ceiling, const PolicyRequest& request);
+
 }  // namespace corral

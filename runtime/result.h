@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/policy.h"
+
 namespace corral {
 
 enum class ExitStatus {
@@ -44,6 +46,7 @@ struct Result {
   int setup_errno = 0;
   std::string message;     // human-readable detail for setup_error and limits
   std::optional<bool> launched;  // authorized launches only: did the command run at all
+  std::optional<Policy> policy;  // the effective policy it ran under (sandboxed commands)
 };
 
 // `corral exec`'s exit status for a result (docs/design.md "Results and exit codes"): the command's own code; 124 timeout;

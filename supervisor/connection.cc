@@ -385,9 +385,10 @@ void Connection::on_exec(const proto::Message& msg) {
 
 std::optional<ExecSpec> Connection::prepare_spec(std::uint64_t id, const proto::ExecRequest& req, Scope& scope,
                                                 const char* cgroup_prefix) {
-  auto spec = to_spec(req, ctx_.options, scope.defaults);
+  auto spec = to_spec(req, ctx_.options, scope.defaults, scope.ceiling);
   if (!spec.ok()) {
-    send_error(id, ErrorCode::invalid_request, spec.status().message());
+    send_error(id, spec.status().step() == "ceiling" ? ErrorCode::permission_denied : ErrorCode::invalid_request,
+               spec.status().message());
     return std::nullopt;
   }
   if (Status st = ctx_.host->check(*spec->policy); !st.ok()) {
@@ -446,7 +447,7 @@ void Connection::on_file(const proto::Message& msg) {
     send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
     return;
   }
-  FileContext fc{*temp, ctx_.options.max_frame};
+  FileContext fc{*temp, ctx_.options.max_frame, scope->defaults, scope->ceiling, ctx_.options.hidden_paths};
   proto::Frame reply;
   switch (msg.body_type()) {
     case proto::Body::ReadRequest: reply = handle_read(id, *msg.body_as_ReadRequest(), fc); break;

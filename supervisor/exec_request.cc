@@ -10,7 +10,83 @@ namespace corral::supervisor {
 
 using std::chrono::milliseconds;
 
-StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& options, const Policy& scope_defaults) {
+StatusOr<Mode> from_wire(proto::Mode m) {
+  switch (m) {
+    case proto::Mode::read_only: return Mode::read_only;
+    case proto::Mode::workspace_write: return Mode::workspace_write;
+    case proto::Mode::danger_full_access: return Mode::danger_full_access;
+  }
+  return Status::invalid("unknown mode " + std::to_string(static_cast<int>(m)));
+}
+
+StatusOr<Network> from_wire(proto::Network n) {
+  switch (n) {
+    case proto::Network::denied: return Network::denied;
+    case proto::Network::allowed: return Network::allowed;
+  }
+  return Status::invalid("unknown network policy " + std::to_string(static_cast<int>(n)));
+}
+
+proto::Mode to_wire(Mode m) {
+  switch (m) {
+    case Mode::read_only: return proto::Mode::read_only;
+    case Mode::danger_full_access: return proto::Mode::danger_full_access;
+    case Mode::workspace_write: break;
+  }
+  return proto::Mode::workspace_write;
+}
+
+proto::Network to_wire(Network n) { return n == Network::allowed ? proto::Network::allowed : proto::Network::denied; }
+
+std::vector<std::string> strings(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
+  std::vector<std::string> out;
+  if (v)
+    for (const auto* s : *v) out.push_back(s ? s->str() : std::string());
+  return out;
+}
+
+StatusOr<Policy> request_policy(const proto::ExecRequest& req, const Policy& scope_policy, Ceiling ceiling) {
+  PolicyRequest asked;
+  if (auto m = req.mode(); m.has_value()) {
+    auto mode = from_wire(*m);
+    if (!mode.ok()) return mode.status();
+    asked.mode = *mode;
+  }
+  if (auto n = req.network(); n.has_value()) {
+    auto net = from_wire(*n);
+    if (!net.ok()) return net.status();
+    asked.network = *net;
+  }
+  // The request's own paths, canonical; the scope's are already.
+  // normalize() refuses a writable bind only for a request that itself says read-only; one
+  // that inherits a read-only scope's mode is refused by narrow(), naming the scope.
+  Policy own;
+  own.mode = asked.mode.value_or(Mode::workspace_write);
+  own.workspaces = strings(req.workspaces());
+  own.deny_read = strings(req.deny_read());
+  own.protect = strings(req.protect());
+  if (req.binds()) {
+    for (const auto* b : *req.binds()) {
+      if (!b) continue;
+      own.binds.push_back({proto::str(b->source()), proto::str(b->target()), b->writable()});
+    }
+  }
+  if (req.memory_bytes()) own.caps.memory_bytes = req.memory_bytes();
+  if (req.pids()) own.caps.pids = req.pids();
+  if (req.cpu_time_ms()) own.caps.cpu_time = milliseconds(req.cpu_time_ms());
+  if (req.cpus() != 0) own.caps.cpus = req.cpus();
+  if (req.max_file_size()) own.caps.max_file_size = req.max_file_size();
+  if (Status st = normalize(own); !st.ok()) return st;
+  asked.workspaces = std::move(own.workspaces);
+  asked.deny_read = std::move(own.deny_read);
+  asked.protect = std::move(own.protect);
+  asked.binds = std::move(own.binds);
+  asked.caps = own.caps;
+  return narrow(scope_policy, ceiling, asked);
+}
+
+StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& options, const Policy& scope_policy,
+                           Ceiling ceiling) {
   ExecSpec spec;
   if (req.argv()) {
     for (const auto* a : *req.argv()) spec.argv.push_back(a ? a->str() : std::string());
@@ -45,52 +121,18 @@ StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& o
   // Output reaches the client as chunks; the supervisor does not keep a second copy.
   spec.retain_output = false;
 
-  Policy policy;
-  switch (req.mode()) {
-    case proto::Mode::read_only: policy.mode = Mode::read_only; break;
-    case proto::Mode::workspace_write: policy.mode = Mode::workspace_write; break;
-    case proto::Mode::danger_full_access: policy.mode = Mode::danger_full_access; break;
-    default: return Status::invalid("unknown mode " + std::to_string(static_cast<int>(req.mode())));
-  }
-  switch (req.network()) {
-    case proto::Network::denied: policy.network = Network::denied; break;
-    case proto::Network::allowed: policy.network = Network::allowed; break;
-    default: return Status::invalid("unknown network policy " + std::to_string(static_cast<int>(req.network())));
-  }
-  auto strings = [](const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
-    std::vector<std::string> out;
-    if (v)
-      for (const auto* s : *v) out.push_back(s ? s->str() : std::string());
-    return out;
-  };
-  policy.workspaces = strings(req.workspaces());
-  if (policy.workspaces.empty()) policy.workspaces = scope_defaults.workspaces;
-  if (req.mode() == proto::Mode::workspace_write) policy.mode = scope_defaults.mode;
-  if (req.network() == proto::Network::denied) policy.network = scope_defaults.network;
-  policy.deny_read = strings(req.deny_read());
-  policy.protect = strings(req.protect());
-  if (req.binds()) {
-    for (const auto* b : *req.binds()) {
-      if (!b) continue;
-      policy.binds.push_back({proto::str(b->source()), proto::str(b->target()), b->writable()});
-    }
-  }
-  if (req.memory_bytes()) policy.caps.memory_bytes = req.memory_bytes();
-  if (req.pids()) policy.caps.pids = req.pids();
-  if (req.cpu_time_ms()) policy.caps.cpu_time = milliseconds(req.cpu_time_ms());
-  if (req.cpus() != 0) policy.caps.cpus = req.cpus();
-  if (req.max_file_size()) policy.caps.max_file_size = req.max_file_size();
-  if (Status st = normalize(policy); !st.ok()) return st;
+  auto policy = request_policy(req, scope_policy, ceiling);
+  if (!policy.ok()) return policy.status();
   // A missing bind target is made in the sandbox's own view, never on the host
   // (docs/threat-model.md "Binds"), but not where that would cost the command something it
   // was given: directly in / (which cannot be layered), or inside a writable workspace root
   // (whose directory would turn read-only).
-  for (const auto& b : policy.binds) {
+  for (const auto& b : policy->binds) {
     std::error_code ec;
     if (std::filesystem::exists(b.target, ec)) continue;
     auto beneath = [&](const std::string& root) { return b.target.rfind(root + "/", 0) == 0; };
-    if (policy.mode != Mode::read_only)
-      for (const auto& w : policy.workspaces)
+    if (policy->mode != Mode::read_only)
+      for (const auto& w : policy->workspaces)
         if (beneath(w))
           return Status::invalid("--bind target " + b.target + " does not exist inside the writable workspace root " +
                                  w + ": corral does not create mount points in a workspace; create it first, or bind "
@@ -108,11 +150,11 @@ StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& o
     auto contains = [&](const std::string& root) {
       return hidden == root || hidden.rfind(root == "/" ? root : root + "/", 0) == 0;
     };
-    for (const auto& b : policy.binds)
+    for (const auto& b : policy->binds)
       if (contains(b.source))
         return Status::invalid("--bind source " + b.source + " contains the supervisor's socket directory " + hidden);
   }
-  spec.policy = std::move(policy);
+  spec.policy = std::move(policy).value();
   if (Status st = validate(spec); !st.ok()) return st;
   return spec;
 }
@@ -128,7 +170,20 @@ flatbuffers::Offset<proto::ExecResult> build_exec_result(flatbuffers::FlatBuffer
   auto temp_dir = fbb.CreateString(r.temp_dir);
   auto step = r.setup_step.empty() ? 0 : fbb.CreateString(r.setup_step);
   auto message = r.message.empty() ? 0 : fbb.CreateString(r.message);
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>> ws, deny, protect;
+  if (r.policy) {
+    ws = fbb.CreateVectorOfStrings(r.policy->workspaces);
+    deny = fbb.CreateVectorOfStrings(r.policy->deny_read);
+    protect = fbb.CreateVectorOfStrings(r.policy->protect);
+  }
   proto::ExecResultBuilder b(fbb);
+  if (r.policy) {
+    b.add_mode(to_wire(r.policy->mode));
+    b.add_network(to_wire(r.policy->network));
+    b.add_workspaces(ws);
+    b.add_deny_read(deny);
+    b.add_protect(protect);
+  }
   b.add_status(static_cast<proto::ExitStatus>(r.status));
   if (r.exit_code) b.add_exit_code(*r.exit_code);
   b.add_signal(r.signal);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/execution.h"
 #include "runtime/status.h"
@@ -13,10 +14,21 @@
 
 namespace corral::supervisor {
 
-// Fills defaults (0 = default) and refuses what the server's limits do not allow.
-// `scope_defaults` supplies the workspaces when the request names none, and the mode and
-// network when the request leaves them at their defaults.
-StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& options, const Policy& scope_defaults);
+// The wire's enums, both ways; an unknown wire value is refused by name.
+StatusOr<Mode> from_wire(proto::Mode m);
+StatusOr<Network> from_wire(proto::Network n);
+proto::Mode to_wire(Mode m);
+proto::Network to_wire(Network n);
+std::vector<std::string> strings(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v);
+
+// The effective policy of an ExecRequest run in a scope with `scope_policy`: the request's
+// own paths normalized, then narrow() (runtime/policy.h) against the scope.
+StatusOr<Policy> request_policy(const proto::ExecRequest& req, const Policy& scope_policy, Ceiling ceiling);
+
+// Fills defaults (0 = default) and refuses what the server's limits do not allow. The policy
+// is request_policy()'s.
+StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& options, const Policy& scope_policy,
+                           Ceiling ceiling);
 
 proto::Frame make_exec_result(std::uint64_t request_id, const Result& result);
 flatbuffers::Offset<proto::ExecResult> build_exec_result(flatbuffers::FlatBufferBuilder& fbb, const Result& result);

@@ -2,9 +2,12 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "runtime/file_tools.h"
+#include "runtime/policy.h"
+#include "supervisor/exec_request.h"
 #include "runtime/units.h"
 #include "worker_proto/messages.h"
 
@@ -17,27 +20,40 @@ constexpr std::uint64_t kReplyOverhead = 64 * 1024;
 
 using StringVec = flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>;
 
-// Roots, in order: the request's workspace roots (canonical), then the scope's temp dir.
-// Writable per mode: read_only none; workspace_write all; danger_full_access also "/".
-StatusOr<files::Roots> make_roots(const StringVec* workspaces, proto::Mode mode, const FileContext& ctx) {
+// The policy a command in this scope would get with the request's mode and workspaces
+// (narrow() in runtime/policy.h), as file-tool roots: the workspace roots, then the scope's
+// temp dir, writable unless read-only; danger-full-access adds "/", writable. The scope's
+// --deny-read and the supervisor's hidden paths are unreadable, its --protect read-only.
+StatusOr<files::Roots> make_roots(const StringVec* workspaces, flatbuffers::Optional<proto::Mode> mode,
+                                  const FileContext& ctx) {
+  PolicyRequest asked;
+  if (mode.has_value()) {
+    auto m = from_wire(*mode);
+    if (!m.ok()) return m.status();
+    asked.mode = *m;
+  }
+  Policy own;
+  own.workspaces = strings(workspaces);
+  if (Status st = normalize(own); !st.ok()) return st;
+  asked.workspaces = std::move(own.workspaces);
+  auto policy = narrow(ctx.scope_policy, ctx.ceiling, asked);
+  if (!policy.ok()) return policy.status();
   files::Roots roots;
-  const bool writable = mode != proto::Mode::read_only;
-  if (workspaces) {
-    for (const auto* w : *workspaces) {
-      std::string path = w ? w->str() : std::string();
-      if (path.empty() || path[0] != '/') return Status::invalid("workspace root must be an absolute path: '" + path + "'");
-      std::unique_ptr<char, decltype(&free)> real(::realpath(path.c_str(), nullptr), &free);
-      if (!real) return Status::from_errno("path", errno, "workspace root '" + path + "'");
-      roots.roots.emplace_back(real.get());
-      roots.writable.push_back(writable);
-    }
+  const bool writable = policy->mode != Mode::read_only;
+  for (const auto& w : policy->workspaces) {
+    roots.roots.push_back(w);
+    roots.writable.push_back(writable);
   }
   roots.roots.push_back(ctx.temp_dir);
   roots.writable.push_back(writable);
-  if (mode == proto::Mode::danger_full_access) {  // anywhere the supervisor's uid may
+  if (policy->mode == Mode::danger_full_access) {  // anywhere the supervisor's uid may
     roots.roots.emplace_back("/");
     roots.writable.push_back(true);
   }
+  roots.denied = policy->deny_read;
+  roots.denied.insert(roots.denied.end(), ctx.hidden_paths.begin(), ctx.hidden_paths.end());
+  roots.not_denied = {ctx.temp_dir};
+  roots.read_only = policy->protect;
   return roots;
 }
 
@@ -48,7 +64,8 @@ std::string command_view(std::string path, const FileContext& ctx) {
 }
 
 proto::Frame error_frame(std::uint64_t id, const Status& st) {
-  const bool refused = st.step() == "readonly" || st.step() == "resolve";
+  const bool refused =
+      st.step() == "readonly" || st.step() == "resolve" || st.step() == "denied" || st.step() == "ceiling";
   return proto::make_error(id, refused ? ErrorCode::permission_denied : ErrorCode::invalid_request, st.message());
 }
 
@@ -75,10 +92,10 @@ proto::Frame handle_read(std::uint64_t id, const proto::ReadRequest& req, const 
 }
 
 proto::Frame handle_write(std::uint64_t id, const proto::WriteRequest& req, const FileContext& ctx) {
-  if (req.mode() == proto::Mode::read_only)
-    return proto::make_error(id, ErrorCode::permission_denied, "writes are refused in read-only mode");
   auto roots = make_roots(req.workspaces(), req.mode(), ctx);
   if (!roots.ok()) return error_frame(id, roots.status());
+  if (std::find(roots->writable.begin(), roots->writable.end(), true) == roots->writable.end())
+    return proto::make_error(id, ErrorCode::permission_denied, "writes are refused in read-only mode");
   std::string_view data;
   if (req.data()) data = {reinterpret_cast<const char*>(req.data()->data()), req.data()->size()};
   Status st = files::write_file(*roots, command_view(proto::str(req.path()), ctx), data, req.binary(), files::kDefaultWrite);

@@ -1,11 +1,15 @@
 // File tools over the wire: a ReadRequest, WriteRequest or ListRequest becomes a call to
-// runtime/file_tools.h on the roots the request names (its workspace roots, then the scope's
-// temp dir), and the outcome becomes the final reply frame (the result, or an Error).
+// runtime/file_tools.h under the policy a command of the same scope would get with the
+// request's mode and workspaces (the scope's narrowing, --deny-read and --protect included),
+// and the outcome becomes the final reply frame (the result, or an Error).
 // Paths are as commands see them: /tmp is the scope's temp dir.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "runtime/policy.h"
 
 #include "worker_proto/codec.h"
 
@@ -14,6 +18,9 @@ namespace corral::supervisor {
 struct FileContext {
   std::string temp_dir;           // the scope's temp dir (always a root)
   std::uint32_t max_frame = 0;    // a read window must fit in one reply frame
+  Policy scope_policy;            // the scope's: mode, workspaces, deny_read, protect apply
+  Ceiling ceiling = Ceiling::none;
+  std::vector<std::string> hidden_paths;  // the supervisor's socket dir: never readable
 };
 
 proto::Frame handle_read(std::uint64_t id, const proto::ReadRequest& req, const FileContext& ctx);

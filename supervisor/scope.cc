@@ -76,6 +76,7 @@ std::shared_ptr<Scope> ScopeRegistry::create(uid_t owner, const std::shared_ptr<
   auto scope = std::make_shared<Scope>(std::move(id), owner, temp_root_, host_);
   scope->detached = detached;
   scope->defaults = std::move(defaults);
+  scope->ceiling = Ceiling::bounded;
   if (parent) {
     scope->parent = parent;
     parent->add_child(scope);

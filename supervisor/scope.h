@@ -40,7 +40,11 @@ class Scope : public std::enable_shared_from_this<Scope> {
   bool closed() const { return closed_; }
   bool detached = false;
   std::weak_ptr<Scope> parent;
-  Policy defaults;  // mode, network, workspaces for what runs in it
+  // The policy of what runs in it: mode, network, workspaces, deny_read, protect, caps.
+  // With Ceiling::bounded (named scopes) it is also the most anything in it may have
+  // (narrow() in runtime/policy.h).
+  Policy defaults;
+  Ceiling ceiling = Ceiling::none;
 
   // The temp dir, created on first call (0700, owned by the sandbox uid for a root supervisor).
   StatusOr<std::string> temp_dir();

@@ -2,6 +2,7 @@
 #include "runtime/units.h"
 #include "supervisor/background.h"
 #include "supervisor/connection.h"
+#include "supervisor/exec_request.h"
 #include "worker_proto/messages.h"
 
 namespace corral::supervisor {
@@ -15,12 +16,6 @@ proto::Frame ack(std::uint64_t id) {
   return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::Ack, proto::CreateAck(fbb).Union()));
 }
 
-proto::Mode wire_mode(Mode m) {
-  return m == Mode::read_only            ? proto::Mode::read_only
-         : m == Mode::danger_full_access ? proto::Mode::danger_full_access
-                                         : proto::Mode::workspace_write;
-}
-
 }  // namespace
 
 void Connection::on_scope_create(const proto::Message& msg) {
@@ -31,18 +26,41 @@ void Connection::on_scope_create(const proto::Message& msg) {
     parent = scope_for(id, req.parent(), nullptr);
     if (!parent) return;
   }
-  Policy defaults;
-  defaults.mode = req.mode() == proto::Mode::read_only            ? Mode::read_only
-                  : req.mode() == proto::Mode::danger_full_access ? Mode::danger_full_access
-                                                                  : Mode::workspace_write;
-  defaults.network = req.network() == proto::Network::allowed ? Network::allowed : Network::denied;
-  if (req.workspaces())
-    for (const auto* w : *req.workspaces()) defaults.workspaces.push_back(w ? w->str() : std::string());
-  if (Status st = normalize(defaults); !st.ok()) {
-    send_error(id, ErrorCode::invalid_request, st.message());
+  // The child's own policy, narrowed against its parent's (a top-level scope has no ceiling
+  // above it: it starts from the defaults).
+  PolicyRequest asked;
+  if (auto m = req.mode(); m.has_value()) {
+    auto mode = from_wire(*m);
+    if (!mode.ok()) return send_error(id, ErrorCode::invalid_request, mode.status().message());
+    asked.mode = *mode;
+  }
+  if (auto n = req.network(); n.has_value()) {
+    auto net = from_wire(*n);
+    if (!net.ok()) return send_error(id, ErrorCode::invalid_request, net.status().message());
+    asked.network = *net;
+  }
+  Policy own;
+  own.workspaces = strings(req.workspaces());
+  own.deny_read = strings(req.deny_read());
+  own.protect = strings(req.protect());
+  if (req.memory_bytes()) own.caps.memory_bytes = req.memory_bytes();
+  if (req.pids()) own.caps.pids = req.pids();
+  if (req.cpu_time_ms()) own.caps.cpu_time = std::chrono::milliseconds(req.cpu_time_ms());
+  if (req.cpus() != 0) own.caps.cpus = req.cpus();
+  if (req.max_file_size()) own.caps.max_file_size = req.max_file_size();
+  if (Status st = normalize(own); !st.ok()) return send_error(id, ErrorCode::invalid_request, st.message());
+  asked.workspaces = std::move(own.workspaces);
+  asked.deny_read = std::move(own.deny_read);
+  asked.protect = std::move(own.protect);
+  asked.caps = own.caps;
+  auto defaults = parent ? narrow(parent->defaults, parent->ceiling, asked) : narrow(Policy{}, Ceiling::none, asked);
+  if (!defaults.ok()) {
+    send_error(id, defaults.status().step() == "ceiling" ? ErrorCode::permission_denied : ErrorCode::invalid_request,
+               defaults.status().message());
     return;
   }
-  auto scope = ctx_.scopes->create(peer_.uid, parent, req.detach(), std::move(defaults));
+  if (Status st = ctx_.host->check(*defaults); !st.ok()) return send_error(id, ErrorCode::unsupported, st.message());
+  auto scope = ctx_.scopes->create(peer_.uid, parent, req.detach(), std::move(defaults).value());
   if (!req.detach()) owned_scopes_.push_back(scope);
   auto temp = scope->temp_dir();
   if (!temp.ok()) {
@@ -72,14 +90,33 @@ void Connection::on_scope_list(const proto::Message& msg) {
   std::vector<flatbuffers::Offset<proto::ScopeInfo>> infos;
   for (const auto& s : ctx_.scopes->list(peer_.uid)) {
     auto parent = s->parent.lock();
-    auto ws = fbb.CreateVectorOfStrings(s->defaults.workspaces);
-    infos.push_back(proto::CreateScopeInfo(fbb, fbb.CreateString(s->id()), fbb.CreateString(parent ? parent->id() : ""),
-                                           s->owner(), s->detached, wire_mode(s->defaults.mode),
-                                           s->defaults.network == Network::allowed ? proto::Network::allowed
-                                                                                   : proto::Network::denied,
-                                           ws, fbb.CreateString(s->temp_dir_if_any()),
-                                           static_cast<std::uint32_t>(s->background_count),
-                                           static_cast<std::uint32_t>(s->worker_count)));
+    const Policy& p = s->defaults;
+    auto ws = fbb.CreateVectorOfStrings(p.workspaces);
+    auto deny = fbb.CreateVectorOfStrings(p.deny_read);
+    auto protect = fbb.CreateVectorOfStrings(p.protect);
+    auto id_off = fbb.CreateString(s->id());
+    auto parent_off = fbb.CreateString(parent ? parent->id() : "");
+    auto temp_off = fbb.CreateString(s->temp_dir_if_any());
+    proto::ScopeInfoBuilder b(fbb);
+    b.add_id(id_off);
+    b.add_parent(parent_off);
+    b.add_owner_uid(s->owner());
+    b.add_detached(s->detached);
+    b.add_mode(to_wire(p.mode));
+    b.add_network(to_wire(p.network));
+    b.add_workspaces(ws);
+    b.add_temp_dir(temp_off);
+    b.add_background(static_cast<std::uint32_t>(s->background_count));
+    b.add_workers(static_cast<std::uint32_t>(s->worker_count));
+    b.add_deny_read(deny);
+    b.add_protect(protect);
+    b.add_memory_bytes(p.caps.memory_bytes.value_or(0));
+    b.add_pids(p.caps.pids.value_or(0));
+    b.add_cpu_time_ms(p.caps.cpu_time ? static_cast<std::uint64_t>(p.caps.cpu_time->count()) : 0);
+    b.add_cpus(p.caps.cpus.value_or(0));
+    b.add_max_file_size(p.caps.max_file_size.value_or(0));
+    b.add_ceiling(s->ceiling == Ceiling::bounded);
+    infos.push_back(b.Finish());
   }
   auto body = proto::CreateScopeList(fbb, fbb.CreateVector(infos));
   queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::ScopeList, body.Union())));

@@ -146,8 +146,8 @@ void Connection::on_worker_start(const proto::Message& msg) {
   b.add_env(env_off);
   b.add_workspaces(ws_off);
   b.add_binds(binds_off);
-  b.add_mode(req.mode());
-  b.add_network(req.network());
+  if (req.mode()) b.add_mode(*req.mode());
+  if (req.network()) b.add_network(*req.network());
   b.add_memory_bytes(req.memory_bytes());
   b.add_pids(req.pids());
   b.add_cpus(req.cpus());

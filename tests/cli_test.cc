@@ -220,6 +220,21 @@ TEST_CASE("CLI matrix: each repeatable option takes one value, last before -- an
     CHECK(list.out.find("\"workspaces\":[\"" + ws.path + "\"") != std::string::npos);
     CHECK(run({"scope", "close", "--socket", socket, id}).exit_code == 0);
   };
+  // The scope's own --deny-read and --protect apply to what runs in it.
+  cases["scope create --deny-read"] = [&](const std::string& socket, Place) {
+    auto r = run({"scope", "create", "--socket", socket, "--workspace", ws.path, "--deny-read", secret});
+    CHECK(r.exit_code == 0);
+    std::string id = r.out.substr(0, r.out.find('\n'));
+    fails(run({"exec", "--socket", socket, "--scope", id, "--", "/bin/cat", secret}));
+    CHECK(run({"scope", "close", "--socket", socket, id}).exit_code == 0);
+  };
+  cases["scope create --protect"] = [&](const std::string& socket, Place) {
+    auto r = run({"scope", "create", "--socket", socket, "--workspace", ws.path, "--protect", guarded});
+    CHECK(r.exit_code == 0);
+    std::string id = r.out.substr(0, r.out.find('\n'));
+    fails(run({"exec", "--socket", socket, "--scope", id, "--", "/usr/bin/touch", guarded}));
+    CHECK(run({"scope", "close", "--socket", socket, id}).exit_code == 0);
+  };
   // worker start OPTION VALUE NAME -- PROGRAM, and NAME OPTION VALUE -- PROGRAM.
   cases["worker start --workspace"] = [&](const std::string& socket, Place place) {
     std::string name = place == Place::before_dashdash ? "w-dashdash" : "w-positional";

@@ -179,7 +179,9 @@ CliRun cli_in(const std::vector<std::string>& args, const std::string& socket, c
   put(d.path() + "/in", input);
   std::vector<std::string> argv = {kCorral};
   argv.insert(argv.end(), args.begin(), args.end());
-  argv.insert(argv.begin() + 2, {"--socket", socket});
+  // After the (sub)command's words: `corral scope create --socket S ...`.
+  const bool two_words = args[0] == "scope" || args[0] == "worker";
+  argv.insert(argv.begin() + (two_words ? 3 : 2), {"--socket", socket});
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, (d.path() + "/in").c_str(), O_RDONLY, 0);
@@ -756,4 +758,162 @@ TEST_CASE("extra: another scope's temp dir is out of reach when the temp root is
     CHECK(r[1].rfind("errno=", 0) == 0);
   }
   CHECK_FALSE(path_exists(temp_a + "/from-b"));
+}
+
+namespace {
+
+// `corral scope create OPTS`: the new scope's id (the last line of its output).
+std::string make_scope(const std::string& socket, std::vector<std::string> opts) {
+  std::vector<std::string> args = {"scope", "create"};
+  args.insert(args.end(), opts.begin(), opts.end());
+  CliRun r = cli(args, socket);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  return chomp(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("18. an explicit stricter mode or network holds inside a looser scope") {
+  Server s;
+  Tree t;
+  Listener l;
+  const std::string port = std::to_string(l.port());
+  const std::string loose = make_scope(s.socket(), {"--mode", "danger-full-access", "--net", "allowed"});
+  // Absent: the scope's (the host's loopback, the host's file system).
+  CHECK(attempt(s.socket(), {"--scope", loose}, {"tcp-connect", "127.0.0.1", port}) == "ok");
+  CHECK(wait_until([&] { return l.accepted() == 1; }, 2s));
+  CHECK(attempt(s.socket(), {"--scope", loose}, {"write-file", t.outside + "/by-scope"}) == "ok");
+  // Explicit --net denied: the command's own network namespace, whatever its mode.
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    CHECK(attempt(s.socket(), {"--scope", loose, "--mode", mode, "--net", "denied"}, {"tcp-connect", "127.0.0.1", port}) ==
+          "socket errno=EAFNOSUPPORT");
+  }
+  CHECK(l.accepted() == 1);
+  // Explicit --mode workspace-write / read-only: confined.
+  CHECK(attempts(s.socket(), {"--scope", loose, "--mode", "workspace-write", "--workspace", t.ws},
+                 {"write-file " + t.outside + "/file", "write-file " + t.ws + "/mine", "read-file /etc/shadow"}) ==
+        std::vector<std::string>{"errno=EROFS", "ok", "errno=EACCES"});
+  CHECK(attempts(s.socket(), {"--scope", loose, "--mode", "read-only", "--workspace", t.ws},
+                 {"write-file " + t.outside + "/file", "write-file " + t.ws + "/mine2"}) ==
+        std::vector<std::string>{"errno=EROFS", "errno=EROFS"});
+  CHECK(read_file(t.outside + "/file") == kOriginal);
+  CHECK_FALSE(path_exists(t.ws + "/mine2"));
+}
+
+TEST_CASE("19. a request over its scope's ceiling is refused, naming both sides, for everything that runs in it") {
+  Server s;
+  Tree t;
+  const std::string ceiling =
+      make_scope(s.socket(), {"--mode", "read-only", "--net", "denied", "--workspace", t.ws, "--memory", "64M"});
+  struct Over {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Over> overs = {
+      {{"exec", "--scope", ceiling, "--mode", "workspace-write", "--", "true"},
+       "mode workspace-write is over the scope's mode read-only"},
+      {{"exec", "--scope", ceiling, "--mode", "danger-full-access", "--", "true"},
+       "mode danger-full-access is over the scope's mode read-only"},
+      {{"exec", "--scope", ceiling, "--net", "allowed", "--", "true"}, "network allowed is over the scope's network denied"},
+      {{"exec", "--scope", ceiling, "--workspace", t.outside, "--", "true"},
+       "workspace " + t.outside + " is not beneath the scope's workspaces " + t.ws},
+      {{"exec", "--scope", ceiling, "--memory", "128M", "--", "true"}, "--memory 128M is over the scope's --memory 64M"},
+      {{"exec", "--scope", ceiling, "--bind", t.ws + ":/tmp/w:rw", "--", "true"},
+       "--bind " + t.ws + ":/tmp/w:rw is writable; the scope's mode is read-only"},
+      {{"exec", "--scope", ceiling, "--background", "--net", "allowed", "--", "true"},
+       "network allowed is over the scope's network denied"},
+      {{"exec", "--scope", ceiling, "--authorize-cmd", "true", "--mode", "workspace-write", "--", "true"},
+       "mode workspace-write is over the scope's mode read-only"},
+      {{"worker", "start", "w", "--scope", ceiling, "--python", "--net", "allowed"},
+       "network allowed is over the scope's network denied"},
+      {{"scope", "create", "--parent", ceiling, "--mode", "danger-full-access"},
+       "mode danger-full-access is over the scope's mode read-only"},
+      {{"write", "--scope", ceiling, "--mode", "workspace-write", t.ws + "/x"},
+       "mode workspace-write is over the scope's mode read-only"},
+  };
+  for (const auto& o : overs) {
+    CAPTURE(o.args);
+    CliRun r = cli_in(o.args, s.socket(), "data");
+    CHECK(r.exit_code == (o.args[0] == "exec" ? 125 : 1));
+    CHECK(r.err == "corral: " + o.message + "\n");
+  }
+  CHECK_FALSE(path_exists(t.ws + "/x"));
+  // What stays within the ceiling runs, under the scope's cap when it asks for none.
+  CliRun within = cli({"exec", "--scope", ceiling, "--json", "--workspace", t.ws, "--", kHelper, "alloc", "128"}, s.socket());
+  CHECK(json_field(within.out, "status") == "memory_limit");
+  CHECK(json_field(within.out, "mode") == "read-only");
+  CHECK(json_field(within.out, "network") == "denied");
+  // A child scope narrows further; its own children are bounded by it.
+  const std::string child = make_scope(s.socket(), {"--parent", ceiling, "--memory", "32M"});
+  CHECK(cli({"exec", "--scope", child, "--memory", "64M", "--", "true"}, s.socket()).err ==
+        "corral: --memory 64M is over the scope's --memory 32M\n");
+  CHECK(cli({"scope", "create", "--parent", child, "--net", "allowed"}, s.socket()).err ==
+        "corral: network allowed is over the scope's network denied\n");
+}
+
+TEST_CASE("20. file tools obey the scope: no write in a read-only scope, its deny-read and protect apply") {
+  Server s;
+  Tree t;
+  put(t.ws + "/secret", "SCOPE SECRET");
+  REQUIRE(::mkdir((t.ws + "/.git").c_str(), 0755) == 0);
+  put(t.ws + "/.git/config", kOriginal);
+  REQUIRE(::symlink("secret", (t.ws + "/to-secret").c_str()) == 0);
+  const std::string ro = make_scope(s.socket(), {"--mode", "read-only", "--workspace", t.ws});
+  for (const auto& extra : {std::vector<std::string>{}, std::vector<std::string>{"--mode", "read-only"}}) {
+    std::vector<std::string> args = {"write", "--scope", ro};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back(t.ws + "/new");
+    CliRun w = cli_in(args, s.socket(), "pwned");
+    CHECK(w.exit_code == 1);
+    CHECK(w.err == "corral: writes are refused in read-only mode\n");
+  }
+  CHECK_FALSE(path_exists(t.ws + "/new"));
+  CHECK(cli_in({"read", "--scope", ro, t.ws + "/secret"}, s.socket(), "").out == "SCOPE SECRET");
+
+  const std::string guarded = make_scope(
+      s.socket(), {"--workspace", t.ws, "--deny-read", t.ws + "/secret", "--protect", t.ws + "/.git"});
+  const std::string denied = "is unreadable here (--deny-read)";
+  for (const std::string& path : {t.ws + "/secret", t.ws + "/to-secret", std::string("secret")}) {
+    CAPTURE(path);
+    CliRun r = cli_in({"read", "--scope", guarded, path}, s.socket(), "");
+    CHECK(r.exit_code == 1);
+    CHECK(r.err == "corral: '" + path + "': " + denied + "\n");
+    CliRun w = cli_in({"write", "--scope", guarded, path}, s.socket(), "pwned");
+    CHECK(w.exit_code == 1);
+    CHECK(w.err == "corral: '" + path + "': " + denied + "\n");
+  }
+  CliRun p = cli_in({"write", "--scope", guarded, t.ws + "/.git/config"}, s.socket(), "pwned");
+  CHECK(p.exit_code == 1);
+  CHECK(p.err == "corral: '" + t.ws + "/.git/config': read-only (--protect " + t.ws + "/.git)\n");
+  CHECK(cli_in({"write", "--scope", guarded, t.ws + "/.git/hooks-new"}, s.socket(), "x").exit_code == 1);
+  CHECK(read_file(t.ws + "/secret") == "SCOPE SECRET");
+  CHECK(read_file(t.ws + "/.git/config") == kOriginal);
+  CHECK_FALSE(path_exists(t.ws + "/.git/hooks-new"));
+  // Control: the rest of the workspace is written and read as before.
+  CHECK(cli_in({"write", "--scope", guarded, t.ws + "/ok.txt"}, s.socket(), "fine").exit_code == 0);
+  CHECK(cli_in({"read", "--scope", guarded, "ok.txt"}, s.socket(), "").out == "fine");
+}
+
+TEST_CASE("21. a scope's --deny-read and --protect apply to every request in it, in every mode") {
+  Server s;
+  Tree t;
+  put(t.ws + "/secret", "SCOPE SECRET");
+  REQUIRE(::mkdir((t.ws + "/.git").c_str(), 0755) == 0);
+  const std::string scope = make_scope(s.socket(), {"--mode", "danger-full-access", "--workspace", t.ws, "--deny-read",
+                                                    t.ws + "/secret", "--protect", t.ws + "/.git"});
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    CHECK(attempts(s.socket(), {"--scope", scope, "--mode", mode, "--deny-read", t.outside + "/file"},
+                   {"read-file " + t.ws + "/secret", "read-file " + t.outside + "/file", "write-file " + t.ws + "/.git/x"}) ==
+          std::vector<std::string>{"errno=EACCES", "errno=EACCES", "errno=EROFS"});
+  }
+  CHECK(read_file(t.ws + "/secret") == "SCOPE SECRET");
+  CHECK_FALSE(path_exists(t.ws + "/.git/x"));
+  // The result record shows the effective policy.
+  CliRun r = cli({"exec", "--scope", scope, "--json", "--mode", "read-only", "--", "true"}, s.socket());
+  CHECK(json_field(r.out, "mode") == "read-only");
+  CHECK(json_field(r.out, "network") == "denied");
+  CHECK(r.out.find("\"deny_read\":[\"" + t.ws + "/secret\"]") != std::string::npos);
+  CHECK(r.out.find("\"protect\":[\"" + t.ws + "/.git\"]") != std::string::npos);
 }

@@ -21,7 +21,10 @@
 //   read-file PATH            read it: `ok <first 200 bytes, non-printables as '.'>`
 //   list-dir PATH             `ok NAME NAME...` (sorted, without . and ..)
 //   link OLD NEW | symlink TARGET PATH | rename OLD NEW | mkdir PATH | unlink PATH
-//   socket inet|inet6|unix|netlink|packet   socket() of that family
+//   socket inet|inet6|unix|netlink|netlink-audit|packet|vsock   socket() of that family
+//                             (netlink: NETLINK_ROUTE)
+//   loopback tcp|udp IP       a server and its client on IP (127.0.0.1, ::1) inside this one
+//                             process, one message each way: `ok` or `CALL errno=..`
 //   tcp-connect IP PORT       `socket errno=..`, `connect errno=..` or `ok` (after sending "hi")
 //   unix-connect PATH         `errno=..`; else `connected`, then what the server did within 3 s:
 //                             ` closed` (+ ` said: TEXT`, the longest printable run it sent) or
@@ -55,6 +58,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <linux/magic.h>
+#include <linux/netlink.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -183,6 +187,8 @@ int family_of(const std::string& name) {
   if (name == "unix") return AF_UNIX;
   if (name == "netlink") return AF_NETLINK;
   if (name == "packet") return AF_PACKET;
+  if (name == "vsock") return AF_VSOCK;
+  if (name == "netlink-audit") return AF_NETLINK;
   return -1;
 }
 
@@ -190,9 +196,54 @@ std::string socket_attempt(const std::string& family) {
   int f = family_of(family);
   if (f < 0) return "unknown family";
   int type = f == AF_NETLINK ? SOCK_RAW : f == AF_PACKET ? SOCK_DGRAM : SOCK_STREAM;
-  int s = ::socket(f, type | SOCK_CLOEXEC, 0);
+  int s = ::socket(f, type | SOCK_CLOEXEC, family == "netlink-audit" ? NETLINK_AUDIT : 0);
   if (s < 0) return errno_str(errno);
   ::close(s);
+  return "ok";
+}
+
+// A server and its client on the command's own loopback, in one process: TCP (listen,
+// connect, accept, one message each way) or UDP (bind, sendto, recvfrom). `ok`, or the call
+// that failed and its errno.
+std::string loopback_attempt(const std::string& proto, const std::string& ip) {
+  const bool v6 = ip.find(':') != std::string::npos;
+  const int family = v6 ? AF_INET6 : AF_INET;
+  sockaddr_storage addr{};
+  socklen_t len = v6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (v6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
+    a->sin6_family = AF_INET6;
+    ::inet_pton(AF_INET6, ip.c_str(), &a->sin6_addr);
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in*>(&addr);
+    a->sin_family = AF_INET;
+    ::inet_pton(AF_INET, ip.c_str(), &a->sin_addr);
+  }
+  auto* sa = reinterpret_cast<sockaddr*>(&addr);
+  const bool tcp = proto == "tcp";
+  int server = ::socket(family, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0);
+  if (server < 0) return "socket " + errno_str(errno);
+  if (::bind(server, sa, len) < 0) return "bind " + errno_str(errno);
+  if (::getsockname(server, sa, &len) < 0) return "getsockname " + errno_str(errno);
+  if (tcp && ::listen(server, 1) < 0) return "listen " + errno_str(errno);
+  int client = ::socket(family, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0);
+  if (client < 0) return "socket " + errno_str(errno);
+  char buf[8] = {};
+  if (tcp) {
+    if (::connect(client, sa, len) < 0) return "connect " + errno_str(errno);
+    int conn = ::accept4(server, nullptr, nullptr, SOCK_CLOEXEC);
+    if (conn < 0) return "accept " + errno_str(errno);
+    if (::send(client, "ping", 4, MSG_NOSIGNAL) != 4) return "send " + errno_str(errno);
+    if (::recv(conn, buf, 4, MSG_WAITALL) != 4 || std::string(buf, 4) != "ping") return "recv " + errno_str(errno);
+    if (::send(conn, "pong", 4, MSG_NOSIGNAL) != 4) return "send " + errno_str(errno);
+    if (::recv(client, buf, 4, MSG_WAITALL) != 4 || std::string(buf, 4) != "pong") return "recv " + errno_str(errno);
+    ::close(conn);
+  } else {
+    if (::sendto(client, "ping", 4, 0, sa, len) != 4) return "sendto " + errno_str(errno);
+    if (::recv(server, buf, sizeof buf, 0) != 4 || std::string(buf, 4) != "ping") return "recv " + errno_str(errno);
+  }
+  ::close(client);
+  ::close(server);
   return "ok";
 }
 
@@ -489,6 +540,7 @@ std::string attempt(const std::vector<std::string>& a) {
   if (act == "unlink") return result_of(::unlink(at(1).c_str()));
   if (act == "socket") return socket_attempt(at(1));
   if (act == "tcp-connect") return tcp_connect_attempt(at(1), at(2));
+  if (act == "loopback") return loopback_attempt(at(1), at(2));
   if (act == "unix-connect") return unix_connect_attempt(at(1));
   if (act == "unix-connect-orphan") return unix_connect_orphan(at(1), std::atoi(at(2).c_str()), "");
   if (act == "orphan-exec") return unix_connect_orphan(at(1), std::atoi(at(2).c_str()), at(3));

@@ -3,8 +3,12 @@
 #include <doctest/doctest.h>
 
 #include <set>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "tests/test_util.h"
+#include "worker_proto/messages.h"
 
 using namespace corral;
 using namespace corral::test;
@@ -183,4 +187,126 @@ TEST_CASE("absurd isolation values are refused with exit 2 and the limit named")
   auto missing = cli({"exec", "--workspace", "/corral-no-such-dir", "--", "true"}, s.socket());
   CHECK(missing.exit_code == 125);
   CHECK(missing.err.find("/corral-no-such-dir") != std::string::npos);
+}
+
+namespace {
+
+// A stand-in supervisor on a socket of its own: answers the CLI's hello, keeps the first
+// request's payload (verified) and closes. What the CLI put on the wire, exactly.
+class Capture {
+ public:
+  Capture() {
+    socket_ = dir_.path() + "/capture.sock";
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", socket_.c_str());
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd_, 4) == 0);
+  }
+  ~Capture() { ::close(fd_); }
+  const std::string& socket() const { return socket_; }
+
+  // Runs the CLI with `args` against this socket; the payload of its first request.
+  std::vector<std::uint8_t> request_of(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {kCorral};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const bool nested = args[0] == "scope" || args[0] == "worker";
+    argv.insert(argv.begin() + (nested ? 3 : 2), {"--socket", socket_});
+    pid_t pid = spawn_process(argv, dir_.path() + "/out", dir_.path() + "/err");
+    std::vector<std::uint8_t> request;
+    pollfd p{fd_, POLLIN, 0};
+    REQUIRE(::poll(&p, 1, 20'000) == 1);
+    int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    REQUIRE(c >= 0);
+    auto read_payload = [&](std::vector<std::uint8_t>& out) {
+      std::uint8_t header[4];
+      if (!read_exactly(c, header, 4)) return false;
+      out.resize(proto::read_length(header));
+      return read_exactly(c, out.data(), out.size());
+    };
+    std::vector<std::uint8_t> hello;
+    REQUIRE(read_payload(hello));
+    auto reply = proto::make_hello_reply("capture", {}, proto::kDefaultMaxFrame);
+    REQUIRE(::write(c, reply.data(), reply.size()) == static_cast<ssize_t>(reply.size()));
+    REQUIRE(read_payload(request));
+    ::close(c);  // the CLI reports the lost connection; its exit status is not the point
+    wait_process(pid);
+    return request;
+  }
+
+ private:
+  static bool read_exactly(int fd, std::uint8_t* p, std::size_t n) {
+    while (n) {
+      pollfd pf{fd, POLLIN, 0};
+      if (::poll(&pf, 1, 20'000) != 1) return false;
+      ssize_t k = ::read(fd, p, n);
+      if (k <= 0) return false;
+      p += k;
+      n -= static_cast<std::size_t>(k);
+    }
+    return true;
+  }
+  TempDir dir_;
+  std::string socket_;
+  int fd_ = -1;
+};
+
+const proto::Message* verified(const std::vector<std::uint8_t>& payload) {
+  proto::DecodeError error;
+  const proto::Message* m = proto::verify_payload(payload, proto::kDefaultMaxFrame, error);
+  REQUIRE(m != nullptr);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("the CLI sends mode and network absent unless a flag was given") {
+  Capture cap;
+  {
+    auto payload = cap.request_of({"exec", "--", "true"});
+    const auto* req = verified(payload)->body_as_ExecRequest();
+    REQUIRE(req);
+    CHECK_FALSE(req->mode().has_value());
+    CHECK_FALSE(req->network().has_value());
+  }
+  {
+    // The values that used to be the wire's defaults are sent, and mean themselves.
+    auto payload = cap.request_of({"exec", "--mode", "workspace-write", "--net", "denied", "--", "true"});
+    const auto* req = verified(payload)->body_as_ExecRequest();
+    REQUIRE(req);
+    REQUIRE(req->mode().has_value());
+    CHECK(*req->mode() == proto::Mode::workspace_write);
+    REQUIRE(req->network().has_value());
+    CHECK(*req->network() == proto::Network::denied);
+  }
+  for (const char* tool : {"read", "write", "ls"}) {
+    CAPTURE(tool);
+    auto payload = cap.request_of({tool, "/tmp/x"});
+    const proto::Message* m = verified(payload);
+    auto mode = m->body_type() == proto::Body::ReadRequest    ? m->body_as_ReadRequest()->mode()
+                : m->body_type() == proto::Body::WriteRequest ? m->body_as_WriteRequest()->mode()
+                                                              : m->body_as_ListRequest()->mode();
+    CHECK_FALSE(mode.has_value());
+  }
+  {
+    auto payload = cap.request_of({"scope", "create"});
+    const auto* req = verified(payload)->body_as_ScopeCreate();
+    REQUIRE(req);
+    CHECK_FALSE(req->mode().has_value());
+    CHECK_FALSE(req->network().has_value());
+  }
+  {
+    auto payload = cap.request_of({"worker", "start", "w", "--python"});
+    const auto* req = verified(payload)->body_as_WorkerStart();
+    REQUIRE(req);
+    CHECK_FALSE(req->mode().has_value());
+    CHECK_FALSE(req->network().has_value());
+    auto explicit_payload = cap.request_of({"worker", "start", "w", "--python", "--mode", "read-only", "--net", "allowed"});
+    const auto* e = verified(explicit_payload)->body_as_WorkerStart();
+    REQUIRE(e);
+    CHECK(e->mode() == proto::Mode::read_only);
+    CHECK(e->network() == proto::Network::allowed);
+  }
 }

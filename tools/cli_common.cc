@@ -37,8 +37,9 @@ std::string absolute(const std::string& p) {
   return ::getcwd(buf, sizeof buf) ? std::string(buf) + "/" + p : p;
 }
 
-proto::Mode wire_mode(std::optional<Mode> mode) {
-  switch (mode.value_or(Mode::workspace_write)) {
+std::optional<proto::Mode> wire_mode(std::optional<Mode> mode) {
+  if (!mode) return std::nullopt;
+  switch (*mode) {
     case Mode::read_only: return proto::Mode::read_only;
     case Mode::danger_full_access: return proto::Mode::danger_full_access;
     case Mode::workspace_write: break;
@@ -46,8 +47,9 @@ proto::Mode wire_mode(std::optional<Mode> mode) {
   return proto::Mode::workspace_write;
 }
 
-proto::Network wire_network(std::optional<Network> net) {
-  return net.value_or(Network::denied) == Network::allowed ? proto::Network::allowed : proto::Network::denied;
+std::optional<proto::Network> wire_network(std::optional<Network> net) {
+  if (!net) return std::nullopt;
+  return *net == Network::allowed ? proto::Network::allowed : proto::Network::denied;
 }
 
 bool run_shell(const std::string& cmd, std::string_view input, std::string& output, std::string& error) {

@@ -60,9 +60,13 @@ struct ScopeOptions {
   std::string socket;
   std::string id;         // close
   std::string parent;     // create
+  // Not given: the parent's (top level: workspace-write, denied, no caps). A ceiling for
+  // everything that runs in the scope (docs/threat-model.md "Scopes narrow").
   std::optional<Mode> mode;
   std::optional<Network> net;
-  std::vector<std::string> workspaces;
+  std::vector<std::string> workspaces, deny_read, protect;
+  std::optional<std::uint64_t> memory, pids, cpu_time_ms, max_file_size;  // bytes, count, ms, bytes
+  std::optional<double> cpus;
   bool json = false;      // list
 };
 
@@ -129,10 +133,10 @@ int complain(int code, const std::string& message);
 void write_all(int fd, std::string_view data);
 // A path typed relative to the caller's cwd, made absolute (the supervisor has another cwd).
 std::string absolute(const std::string& path);
-// The wire's Mode and Network for a mode or network given on the command line; absent means
-// the default (workspace-write, denied).
-proto::Mode wire_mode(std::optional<Mode> mode);
-proto::Network wire_network(std::optional<Network> net);
+// The wire's Mode and Network for a mode or network given on the command line. Not given
+// stays absent on the wire: the scope's (docs/threat-model.md "Scopes narrow").
+std::optional<proto::Mode> wire_mode(std::optional<Mode> mode);
+std::optional<proto::Network> wire_network(std::optional<Network> net);
 // Connects, sends one request with id 1 and waits for its final reply. On an Error reply or a
 // failure prints the message and returns kFailed; else kOk with `reply` filled.
 // Runs CMD with /bin/sh -c, `input` on its stdin; true if it exits 0, with its stdout.

@@ -41,6 +41,23 @@ Result to_result(const proto::ExecResult& r, std::string out, std::string err) {
   res.setup_step = proto::str(r.setup_step());
   res.setup_errno = r.setup_errno();
   res.message = proto::str(r.message());
+  if (r.mode() && r.network()) {  // the effective policy, after the scope's narrowing
+    Policy p;
+    p.mode = *r.mode() == proto::Mode::read_only            ? Mode::read_only
+             : *r.mode() == proto::Mode::danger_full_access ? Mode::danger_full_access
+                                                            : Mode::workspace_write;
+    p.network = *r.network() == proto::Network::allowed ? Network::allowed : Network::denied;
+    auto strings = [](const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
+      std::vector<std::string> list;
+      if (v)
+        for (const auto* s : *v) list.push_back(s->str());
+      return list;
+    };
+    p.workspaces = strings(r.workspaces());
+    p.deny_read = strings(r.deny_read());
+    p.protect = strings(r.protect());
+    res.policy = std::move(p);
+  }
   return res;
 }
 
@@ -65,6 +82,13 @@ std::string result_json(const Result& r) {
     j["setup_errno"] = r.setup_errno;
   }
   if (r.launched) j["launched"] = *r.launched;
+  if (r.policy) {  // the effective policy, after the scope's narrowing
+    j["mode"] = mode_name(r.policy->mode);
+    j["network"] = network_name(r.policy->network);
+    j["workspaces"] = r.policy->workspaces;
+    j["deny_read"] = r.policy->deny_read;
+    j["protect"] = r.policy->protect;
+  }
   if (!r.message.empty()) j["message"] = r.message;
   return json_text(j);
 }

@@ -122,15 +122,17 @@ int main(int argc, char** argv) {
   exec->add_flag("--json", exec_opts.json, "print the result record as one JSON object");
   exec->add_option("--mode", exec_opts.mode,
                    "read-only | workspace-write | danger-full-access: what the command may write "
-                   "(default: the scope's, else workspace-write; see README, 'Policy by mode')")
+                   "(default: the scope's, else workspace-write; never looser than a named scope's; see "
+                   "README, 'Policy by mode')")
       ->type_name("MODE")->transform(mode_name());
   add_repeatable(exec, "--workspace", exec_opts.workspaces, "a workspace root: writable in workspace-write mode");
   exec->add_option("--net", exec_opts.net,
                    "denied (own network namespace with only its loopback) | allowed (host network) "
-                   "(default: the scope's, else denied)")
+                   "(default: the scope's, else denied; never looser than a named scope's)")
       ->type_name("NET")->transform(network_name());
-  add_repeatable(exec, "--deny-read", exec_opts.deny_read, "PATH masked inside");
-  add_repeatable(exec, "--protect", exec_opts.protect, "PATH kept read-only even inside a writable root");
+  add_repeatable(exec, "--deny-read", exec_opts.deny_read, "PATH masked inside (added to the scope's)");
+  add_repeatable(exec, "--protect", exec_opts.protect,
+                 "PATH kept read-only even inside a writable root (added to the scope's)");
   add_repeatable(exec, "--bind", exec_opts.binds, "SRC:DST[:ro|rw] shows host path SRC at DST inside (default ro)");
   exec->add_option("--memory", exec_opts.memory, "memory cap for the whole tree (4M to 1024G); past it: status memory_limit")
       ->type_name("SIZE")->transform(size_in(cap_limits::kMinMemory, cap_limits::kMaxMemory));
@@ -163,7 +165,9 @@ int main(int argc, char** argv) {
                    "a workspace root; a relative PATH is taken beneath the first one, an absolute PATH must "
                    "lie beneath a workspace root or the scope's temp dir");
     sub->add_option("--mode", fo.mode,
-                    "read-only refuses writes; danger-full-access allows any path (default: workspace-write)")
+                    "read-only refuses writes; danger-full-access allows any path (default: the scope's, else "
+                    "workspace-write; never looser than a named scope's, whose workspaces, --protect and "
+                    "--deny-read apply as to a command)")
         ->type_name("MODE")->transform(mode_name());
     sub->add_option("--scope", fo.scope, "the scope whose temp dir is a root (default: this command's own)");
     sub->add_option("path", fo.path, "the file or directory")->required();
@@ -210,16 +214,34 @@ int main(int argc, char** argv) {
   auto* scope = app.add_subcommand("scope", "Scopes: a temp dir, policy defaults and everything started in them.");
   scope->require_subcommand(1);
   auto* scope_create = scope->add_subcommand(
-      "create", "Create a detached scope (it outlives this command until `corral scope close`); prints its id alone on the last line.");
+      "create", "Create a detached scope (it outlives this command until `corral scope close`); prints its id alone on "
+                "the last line. Its policy is a ceiling for everything that runs in it (README, 'Policy rules').");
   scope_create->add_option("--socket", scope_opts.socket, kSocketHelp);
   scope_create->add_option("--parent", scope_opts.parent, "make it a child of this scope (closed with it)");
   bool detach_flag = true;
   scope_create->add_flag("--detach", detach_flag, "accepted: the CLI always detaches");
-  scope_create->add_option("--mode", scope_opts.mode, "default mode for what runs in it (default: workspace-write)")
+  scope_create->add_option("--mode", scope_opts.mode,
+                           "mode of what runs in it, and the loosest any of it may ask for (default: the "
+                           "parent's; top level: workspace-write)")
       ->type_name("MODE")->transform(mode_name());
-  scope_create->add_option("--net", scope_opts.net, "default network policy (default: denied)")
+  scope_create->add_option("--net", scope_opts.net,
+                           "network of what runs in it, and the loosest any of it may ask for (default: the "
+                           "parent's; top level: denied)")
       ->type_name("NET")->transform(network_name());
-  add_repeatable(scope_create, "--workspace", scope_opts.workspaces, "a default workspace root");
+  add_repeatable(scope_create, "--workspace", scope_opts.workspaces,
+                 "a workspace root; what runs in it may name only roots beneath these");
+  add_repeatable(scope_create, "--deny-read", scope_opts.deny_read, "PATH masked in everything that runs in it");
+  add_repeatable(scope_create, "--protect", scope_opts.protect, "PATH read-only in everything that runs in it");
+  scope_create->add_option("--memory", scope_opts.memory, "memory cap per command or worker; none may ask for more")
+      ->type_name("SIZE")->transform(size_in(cap_limits::kMinMemory, cap_limits::kMaxMemory));
+  scope_create->add_option("--pids", scope_opts.pids, "process cap per command or worker; none may ask for more")
+      ->check(CLI::Range(std::uint64_t{1}, cap_limits::kMaxPids));
+  scope_create->add_option("--cpu-time", scope_opts.cpu_time_ms, "CPU time cap per command; none may ask for more")
+      ->type_name("DURATION")->transform(duration_in(cap_limits::kMinCpuTime, milliseconds::max()));
+  scope_create->add_option("--cpus", scope_opts.cpus, "CPU rate cap per command or worker; none may ask for more")
+      ->check(CLI::Range(1e-3, cap_limits::kMaxCpus));
+  scope_create->add_option("--max-file-size", scope_opts.max_file_size, "file size cap per command; none may ask for more")
+      ->type_name("SIZE")->transform(size_in(1, cap_limits::kMaxFileSize));
   auto* scope_close = scope->add_subcommand("close", "Close a scope: end everything in it and in its children, remove their temp dirs.");
   scope_close->add_option("--socket", scope_opts.socket, kSocketHelp);
   scope_close->add_option("id", scope_opts.id, "the scope")->required();

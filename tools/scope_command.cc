@@ -14,6 +14,13 @@ int run_scope_create(const ScopeOptions& o) {
   a.mode = wire_mode(o.mode);
   a.network = wire_network(o.net);
   for (const auto& w : o.workspaces) a.workspaces.push_back(absolute(w));
+  for (const auto& d : o.deny_read) a.deny_read.push_back(absolute(d));
+  for (const auto& p : o.protect) a.protect.push_back(absolute(p));
+  a.memory_bytes = o.memory.value_or(0);
+  a.pids = o.pids.value_or(0);
+  a.cpu_time_ms = o.cpu_time_ms.value_or(0);
+  a.cpus = o.cpus.value_or(0);
+  a.max_file_size = o.max_file_size.value_or(0);
   proto::Received reply;
   if (int rc = request(o.socket, proto::make_scope_create(1, a), reply); rc != kOk) return rc;
   const proto::ScopeCreated* c = reply.msg->body_as_ScopeCreated();
@@ -39,6 +46,7 @@ int run_scope_list(const ScopeOptions& o) {
       if (!o.json) {
         std::cout << proto::str(s->id()) << "\tparent=" << (s->parent() && s->parent()->size() ? s->parent()->str() : "-")
                   << "\tmode=" << proto::EnumNameMode(s->mode()) << "\tnet=" << proto::EnumNameNetwork(s->network())
+                  << (s->ceiling() ? "\tceiling" : "")
                   << "\tbackground=" << s->background() << "\tworkers=" << s->workers() << "\ttemp_dir="
                   << proto::str(s->temp_dir()) << "\n";
         continue;
@@ -46,6 +54,12 @@ int run_scope_list(const ScopeOptions& o) {
       Json workspaces = Json::array();
       if (s->workspaces())
         for (const auto* w : *s->workspaces()) workspaces.push_back(w->str());
+      auto strings = [](const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
+        Json values = Json::array();
+        if (v)
+          for (const auto* p : *v) values.push_back(p->str());
+        return values;
+      };
       j.push_back({{"id", proto::str(s->id())},
                    {"parent", proto::str(s->parent())},
                    {"owner_uid", s->owner_uid()},
@@ -53,6 +67,14 @@ int run_scope_list(const ScopeOptions& o) {
                    {"mode", proto::EnumNameMode(s->mode())},
                    {"network", proto::EnumNameNetwork(s->network())},
                    {"workspaces", std::move(workspaces)},
+                   {"deny_read", strings(s->deny_read())},
+                   {"protect", strings(s->protect())},
+                   {"memory_bytes", s->memory_bytes()},
+                   {"pids", s->pids()},
+                   {"cpu_time_ms", s->cpu_time_ms()},
+                   {"cpus", s->cpus()},
+                   {"max_file_size", s->max_file_size()},
+                   {"ceiling", s->ceiling()},
                    {"temp_dir", proto::str(s->temp_dir())},
                    {"background", s->background()},
                    {"workers", s->workers()}});

@@ -8,6 +8,23 @@
 
 namespace corral::cli {
 
+namespace {
+
+// How a request's policy is decided (docs/threat-model.md "Scopes narrow"), as status prints it.
+constexpr const char* kPolicyRules[] = {
+    "an explicit --mode/--net always holds; left out, a request gets its scope's (outside a named scope: "
+    "workspace-write, denied)",
+    "a named scope is a ceiling for everything in it (commands, background commands, workers, authorized "
+    "launches, file tools, child scopes): read-only < workspace-write < danger-full-access, denied < allowed, "
+    "workspaces beneath the scope's, ro binds only in a read-only scope, caps never above the scope's "
+    "(no cap asked: the scope's)",
+    "the scope's --deny-read and --protect always apply, added to the request's; file tools obey them too",
+    "a request over its ceiling is refused, naming both sides; a connection's own scope and a uid's default "
+    "scope have no ceiling",
+};
+
+}  // namespace
+
 int run_status(const StatusOptions& o) {
   std::string error;
   auto client = proto::Client::connect(o.socket, error, "corral-status");
@@ -32,6 +49,8 @@ int run_status(const StatusOptions& o) {
     Json list = Json::array();
     for (const auto& l : layers) list.push_back({{"name", l.name}, {"available", l.available}, {"reason", l.reason}});
     j["layers"] = std::move(list);
+    j["policy_rules"] = Json::array();
+    for (const char* rule : kPolicyRules) j["policy_rules"].push_back(rule);
     std::cout << json_text(j) << "\n";
     return kOk;
   }
@@ -42,6 +61,8 @@ int run_status(const StatusOptions& o) {
             << "layers (what this supervisor enforces on this host):\n";
   for (const auto& l : layers)
     std::cout << "  " << std::left << std::setw(17) << l.name << (l.available ? "yes  " : "no   ") << l.reason << "\n";
+  std::cout << "policy rules:\n";
+  for (const char* rule : kPolicyRules) std::cout << "  - " << rule << "\n";
   return kOk;
 }
 

@@ -9,6 +9,12 @@ Frame finish(flatbuffers::FlatBufferBuilder& fbb, std::uint64_t id, flatbuffers:
   return finish_frame(fbb, msg);
 }
 
+// An absent std::optional is an absent field on the wire.
+template <class E>
+flatbuffers::Optional<E> opt(const std::optional<E>& v) {
+  return v ? flatbuffers::Optional<E>(*v) : flatbuffers::Optional<E>(flatbuffers::nullopt);
+}
+
 flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<Layer>>> write_layers(
     flatbuffers::FlatBufferBuilder& fbb, const std::vector<LayerInfo>& layers) {
   std::vector<flatbuffers::Offset<Layer>> v;
@@ -67,8 +73,8 @@ Frame make_exec(std::uint64_t request_id, const ExecArgs& a) {
   b.add_timeout_ms(a.timeout_ms);
   b.add_grace_ms(a.grace_ms);
   b.add_max_output_bytes(a.max_output_bytes);
-  b.add_mode(a.mode);
-  b.add_network(a.network);
+  if (a.mode) b.add_mode(*a.mode);
+  if (a.network) b.add_network(*a.network);
   b.add_workspaces(workspaces);
   b.add_deny_read(deny_read);
   b.add_protect(protect);
@@ -122,7 +128,7 @@ Frame make_read(std::uint64_t request_id, const FileArgs& a) {
   auto path = fbb.CreateString(a.path);
   auto ws = fbb.CreateVectorOfStrings(a.workspaces);
   auto scope = a.scope.empty() ? 0 : fbb.CreateString(a.scope);
-  return finish(fbb, request_id, CreateReadRequest(fbb, path, ws, a.offset, a.max_bytes, a.binary, a.mode, scope));
+  return finish(fbb, request_id, CreateReadRequest(fbb, path, ws, a.offset, a.max_bytes, a.binary, opt(a.mode), scope));
 }
 
 Frame make_write(std::uint64_t request_id, const FileArgs& a) {
@@ -131,7 +137,7 @@ Frame make_write(std::uint64_t request_id, const FileArgs& a) {
   auto ws = fbb.CreateVectorOfStrings(a.workspaces);
   auto scope = a.scope.empty() ? 0 : fbb.CreateString(a.scope);
   auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(a.data.data()), a.data.size());
-  return finish(fbb, request_id, CreateWriteRequest(fbb, path, ws, data, a.binary, a.mode, scope));
+  return finish(fbb, request_id, CreateWriteRequest(fbb, path, ws, data, a.binary, opt(a.mode), scope));
 }
 
 Frame make_list(std::uint64_t request_id, const FileArgs& a) {
@@ -139,7 +145,7 @@ Frame make_list(std::uint64_t request_id, const FileArgs& a) {
   auto path = fbb.CreateString(a.path);
   auto ws = fbb.CreateVectorOfStrings(a.workspaces);
   auto scope = a.scope.empty() ? 0 : fbb.CreateString(a.scope);
-  return finish(fbb, request_id, CreateListRequest(fbb, path, ws, a.max_entries, a.mode, scope));
+  return finish(fbb, request_id, CreateListRequest(fbb, path, ws, a.max_entries, opt(a.mode), scope));
 }
 
 Frame make_worker_start(std::uint64_t request_id, const WorkerStartArgs& a) {
@@ -153,8 +159,8 @@ Frame make_worker_start(std::uint64_t request_id, const WorkerStartArgs& a) {
   b.add_scope(scope);
   b.add_argv(argv);
   b.add_workspaces(ws);
-  b.add_mode(a.mode);
-  b.add_network(a.network);
+  if (a.mode) b.add_mode(*a.mode);
+  if (a.network) b.add_network(*a.network);
   b.add_memory_bytes(a.memory_bytes);
   b.add_pids(a.pids);
   b.add_cpus(a.cpus);
@@ -188,7 +194,11 @@ Frame make_scope_create(std::uint64_t request_id, const ScopeArgs& a) {
   flatbuffers::FlatBufferBuilder fbb(256);
   auto parent = a.parent.empty() ? 0 : fbb.CreateString(a.parent);
   auto ws = a.workspaces.empty() ? 0 : fbb.CreateVectorOfStrings(a.workspaces);
-  return finish(fbb, request_id, CreateScopeCreate(fbb, parent, a.detach, a.mode, a.network, ws));
+  auto deny = a.deny_read.empty() ? 0 : fbb.CreateVectorOfStrings(a.deny_read);
+  auto protect = a.protect.empty() ? 0 : fbb.CreateVectorOfStrings(a.protect);
+  return finish(fbb, request_id,
+                CreateScopeCreate(fbb, parent, a.detach, opt(a.mode), opt(a.network), ws, deny, protect, a.memory_bytes,
+                                  a.pids, a.cpu_time_ms, a.cpus, a.max_file_size));
 }
 
 Frame make_scope_close(std::uint64_t request_id, const std::string& id) {

@@ -31,9 +31,10 @@ struct ExecArgs {
   std::uint64_t grace_ms = 0;
   std::uint64_t max_output_bytes = 0;
 
-  // Isolation (docs/threat-model.md "Policy by mode"); zero caps mean "none".
-  Mode mode = Mode::workspace_write;
-  Network network = Network::denied;
+  // Isolation (docs/threat-model.md "Policy by mode"); zero caps mean "none" (the scope's, where it
+  // has one). Absent mode / network: the scope's.
+  std::optional<Mode> mode;
+  std::optional<Network> network;
   std::vector<std::string> workspaces, deny_read, protect;
   struct BindArg {
     std::string source, target;
@@ -51,7 +52,7 @@ struct ExecArgs {
 struct FileArgs {
   std::string path;
   std::vector<std::string> workspaces;
-  Mode mode = Mode::workspace_write;
+  std::optional<Mode> mode;                 // absent: the scope's
   std::uint64_t offset = 0, max_bytes = 0;  // read
   bool binary = false;                      // read, write
   std::string data;                         // write
@@ -62,17 +63,19 @@ struct FileArgs {
 struct ScopeArgs {
   std::string parent;
   bool detach = false;
-  Mode mode = Mode::workspace_write;
-  Network network = Network::denied;
-  std::vector<std::string> workspaces;
+  std::optional<Mode> mode;        // absent: the parent's (top level: workspace_write)
+  std::optional<Network> network;  // absent: the parent's (top level: denied)
+  std::vector<std::string> workspaces, deny_read, protect;
+  std::uint64_t memory_bytes = 0, pids = 0, cpu_time_ms = 0, max_file_size = 0;  // 0: the parent's
+  double cpus = 0;
 };
 // Workers and channels.
 struct WorkerStartArgs {
   std::string name, scope;
   std::vector<std::string> argv;  // argv[0]: absolute path of a trusted executable
   bool python = false;            // the shipped Python worker instead of argv
-  Mode mode = Mode::workspace_write;
-  Network network = Network::denied;
+  std::optional<Mode> mode;       // absent: the scope's
+  std::optional<Network> network;
   std::vector<std::string> workspaces;
   std::uint64_t memory_bytes = 0, pids = 0, idle_timeout_ms = 0;
   double cpus = 0;

@@ -60,6 +60,11 @@ struct DecodeOutcome {
 namespace detail {
 
 inline void mix(std::uint64_t& d, std::uint64_t v) { d = (d ^ v) * 0x100000001b3ull; }
+// An enum field, optional or not; absent mixes as a value no enum has.
+template <class E>
+std::uint64_t opt(flatbuffers::Optional<E> v) { return v.has_value() ? static_cast<std::uint64_t>(*v) : 0x100; }
+template <class E>
+std::uint64_t opt(E v) { return static_cast<std::uint64_t>(v); }
 
 inline void read_string(std::uint64_t& d, const flatbuffers::String* s) {
   if (!s) return mix(d, 1);
@@ -158,8 +163,8 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
       mix(d, b->timeout_ms());
       mix(d, b->grace_ms());
       mix(d, b->max_output_bytes());
-      mix(d, static_cast<std::uint64_t>(b->mode()));
-      mix(d, static_cast<std::uint64_t>(b->network()));
+      mix(d, opt(b->mode()));
+      mix(d, opt(b->network()));
       read_strings(d, b->workspaces());
       read_strings(d, b->deny_read());
       read_strings(d, b->protect());
@@ -222,7 +227,7 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
       mix(d, b->offset());
       mix(d, b->max_bytes());
       mix(d, b->binary());
-      mix(d, static_cast<std::uint64_t>(b->mode()));
+      mix(d, opt(b->mode()));
       read_string(d, b->scope());
       break;
     }
@@ -240,7 +245,7 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
       read_strings(d, b->workspaces());
       read_bytes(d, b->data());
       mix(d, b->binary());
-      mix(d, static_cast<std::uint64_t>(b->mode()));
+      mix(d, opt(b->mode()));
       read_string(d, b->scope());
       break;
     }
@@ -252,7 +257,7 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
       read_string(d, b->path());
       read_strings(d, b->workspaces());
       mix(d, b->max_entries());
-      mix(d, static_cast<std::uint64_t>(b->mode()));
+      mix(d, opt(b->mode()));
       read_string(d, b->scope());
       break;
     }
@@ -275,8 +280,8 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
       const auto* b = m.body_as_ScopeCreate();
       read_string(d, b->parent());
       mix(d, b->detach());
-      mix(d, static_cast<std::uint64_t>(b->mode()));
-      mix(d, static_cast<std::uint64_t>(b->network()));
+      mix(d, opt(b->mode()));
+      mix(d, opt(b->network()));
       read_strings(d, b->workspaces());
       break;
     }
@@ -302,8 +307,8 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
         read_string(d, i->parent());
         mix(d, i->owner_uid());
         mix(d, i->detached());
-        mix(d, static_cast<std::uint64_t>(i->mode()));
-        mix(d, static_cast<std::uint64_t>(i->network()));
+        mix(d, opt(i->mode()));
+        mix(d, opt(i->network()));
         read_strings(d, i->workspaces());
         read_string(d, i->temp_dir());
         mix(d, i->background());
@@ -344,8 +349,8 @@ inline void read_message(std::uint64_t& d, const proto::Message& m) {
       read_string(d, b->scope());
       read_strings(d, b->argv());
       read_env(d, b->env());
-      mix(d, static_cast<std::uint64_t>(b->mode()));
-      mix(d, static_cast<std::uint64_t>(b->network()));
+      mix(d, opt(b->mode()));
+      mix(d, opt(b->network()));
       read_strings(d, b->workspaces());
       mix(d, b->memory_bytes());
       mix(d, b->pids());
