@@ -32,14 +32,32 @@ StatusOr<ProbeReport> probe_in_child(ProbeReport (*attempt)(const void* arg), co
   return r;
 }
 
+Status require_layers(const std::vector<LayerReport>& reports, const std::vector<Layer>& needed) {
+  for (Layer layer : needed) {
+    const LayerReport* found = nullptr;
+    for (const auto& r : reports)
+      if (r.layer == layer) found = &r;
+    if (!found)
+      return Status::error("layer", ENOTSUP,
+                           std::string("layer ") + layer_name(layer) +
+                               " was never probed on this host (refusing rather than running with less isolation)");
+    if (!found->available)
+      return Status::error("layer", ENOTSUP,
+                           std::string("this host cannot enforce ") + found->name + ": " + found->reason +
+                               " (refusing rather than running with less isolation)");
+  }
+  return {};
+}
+
 // The engine's own guarantees; the isolation layers are probed by SandboxHost (sandbox.h).
 std::vector<LayerReport> probe_host() {
   return {
-      {"process-tree", true,
+      layer_report(Layer::process_tree, true,
        "each command runs under its own init in a PID namespace (or its own process group); stop, "
-       "terminate and exit end the whole tree"},
-      {"scrubbed-env", true, "the command sees only the request's environment plus PATH, HOME, TMPDIR"},
-      {"private-tmp", true, "each scope gets its own 0700 temp dir, seen as /tmp inside, removed when it closes"},
+       "terminate and exit end the whole tree"),
+      layer_report(Layer::scrubbed_env, true, "the command sees only the request's environment plus PATH, HOME, TMPDIR"),
+      layer_report(Layer::private_tmp, true,
+                   "each scope gets its own 0700 temp dir, seen as /tmp inside, removed when it closes"),
   };
 }
 

@@ -5,15 +5,25 @@
 #include <string>
 #include <vector>
 
+#include "runtime/layer.h"
 #include "runtime/status.h"
 
 namespace corral {
 
 struct LayerReport {
-  std::string name;       // stable name, as results list it in `enforced`
+  Layer layer;
+  std::string name;       // layer_name(layer): as status prints it and results list it in `enforced`
   bool available = false;
   std::string reason;     // what was probed, or why it is missing
 };
+inline LayerReport layer_report(Layer layer, bool available, std::string reason) {
+  return {layer, layer_name(layer), available, std::move(reason)};
+}
+
+// Fails closed: ok only if every layer in `needed` has a report in `reports` that says it is
+// available. A missing report is an error too ("was never probed"), never a pass. The
+// message names the layer and the reason.
+Status require_layers(const std::vector<LayerReport>& reports, const std::vector<Layer>& needed);
 
 // What a probe child found: step 0 means every check passed; otherwise the step that failed
 // (the probe's own numbering) and its errno.

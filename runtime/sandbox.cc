@@ -88,8 +88,7 @@ std::string errno_reason(const std::string& what, int err) {
 
 struct SandboxHost::Impl {
   std::unique_ptr<CgroupManager> cgroups;
-  std::optional<SeccompProgram> seccomp_denied, seccomp_allowed;
-  std::map<std::string, LayerReport> by_name;
+  std::optional<SeccompProgram> seccomp_denied, seccomp_allowed, seccomp_full;
   bool idmap = false;
   UniqueFd host_netns;  // ours, to come back to after cloning into a scope's namespace
   // The death pipe: every sandbox's init watches the read end; the write end is ours alone
@@ -127,52 +126,59 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
     host->impl_->death_write.reset(death[1]);
   }
   auto& layers = host->layers_;
-  auto add = [&](std::string name, bool ok, std::string reason) {
-    layers.push_back({std::move(name), ok, std::move(reason)});
-  };
+  auto add = [&](Layer layer, bool ok, std::string reason) { layers.push_back(layer_report(layer, ok, std::move(reason))); };
 
   int err = probe_clone(CLONE_NEWUSER);
-  add("user-ns", err == 0, err == 0 ? "clone(CLONE_NEWUSER) works" : errno_reason("clone(CLONE_NEWUSER)", err));
+  add(Layer::user_ns, err == 0, err == 0 ? "clone(CLONE_NEWUSER) works" : errno_reason("clone(CLONE_NEWUSER)", err));
   const int u = err == 0 ? CLONE_NEWUSER : 0;
   struct NsProbe {
-    const char* name;
+    Layer layer;
     int flag;
   };
-  for (NsProbe ns : {NsProbe{"mount-ns", CLONE_NEWNS}, NsProbe{"pid-ns", CLONE_NEWPID}, NsProbe{"ipc-ns", CLONE_NEWIPC},
-                     NsProbe{"uts-ns", CLONE_NEWUTS}}) {
+  for (NsProbe ns : {NsProbe{Layer::mount_ns, CLONE_NEWNS}, NsProbe{Layer::pid_ns, CLONE_NEWPID},
+                     NsProbe{Layer::ipc_ns, CLONE_NEWIPC}, NsProbe{Layer::uts_ns, CLONE_NEWUTS}}) {
     err = probe_clone(u | ns.flag);
-    add(ns.name, err == 0, err == 0 ? std::string("clone works inside a user namespace") : errno_reason("clone", err));
+    add(ns.layer, err == 0, err == 0 ? std::string("clone works inside a user namespace") : errno_reason("clone", err));
   }
   err = probe_clone(u | CLONE_NEWNET, probe_loopback);
-  add("net-ns", err == 0, err == 0 ? "a fresh network namespace with only its own loopback" : errno_reason("clone(CLONE_NEWNET)", err));
+  add(Layer::net_ns, err == 0, err == 0 ? "a fresh network namespace with only its own loopback" : errno_reason("clone(CLONE_NEWNET)", err));
 
   if (Status st = probe_landlock(); st.ok())
-    add("landlock", true, "Landlock ABI " + std::to_string(landlock_abi()) + ": writes only beneath writable roots");
+    add(Layer::landlock, true, "Landlock ABI " + std::to_string(landlock_abi()) + ": writes only beneath writable roots");
   else
-    add("landlock", false, st.message());
+    add(Layer::landlock, false, st.message());
 
-  auto denied = build_seccomp_program(SeccompPolicy{true});
-  auto allowed = build_seccomp_program(SeccompPolicy{false});
+  // Three filters: network denied (socket families allowlisted), network allowed in a
+  // confining mode (AF_VSOCK refused), network allowed with danger-full-access.
+  auto denied = build_seccomp_program(SeccompPolicy{true, true});
+  auto allowed = build_seccomp_program(SeccompPolicy{false, true});
+  auto full = build_seccomp_program(SeccompPolicy{false, false});
   Status seccomp_probe = probe_seccomp();
-  if (denied.ok() && allowed.ok() && seccomp_probe.ok()) {
+  if (denied.ok() && allowed.ok() && full.ok() && seccomp_probe.ok()) {
     host->impl_->seccomp_denied.emplace(std::move(denied).value());
     host->impl_->seccomp_allowed.emplace(std::move(allowed).value());
-    add("seccomp", true, "libseccomp filter with no_new_privs (" +
-                             std::to_string(host->impl_->seccomp_denied->instructions()) + " BPF instructions)");
+    host->impl_->seccomp_full.emplace(std::move(full).value());
+    add(Layer::seccomp, true,
+        "libseccomp filter with no_new_privs (" + std::to_string(host->impl_->seccomp_denied->instructions()) +
+            " BPF instructions); network denied: socket families AF_UNIX, AF_INET, AF_INET6, NETLINK_ROUTE only; "
+            "AF_VSOCK refused but in danger-full-access");
   } else {
-    add("seccomp", false, !seccomp_probe.ok() ? seccomp_probe.message()
-                                              : (!denied.ok() ? denied.status().message() : allowed.status().message()));
+    add(Layer::seccomp, false,
+        !seccomp_probe.ok() ? seccomp_probe.message()
+        : !denied.ok()      ? denied.status().message()
+        : !allowed.ok()     ? allowed.status().message()
+                            : full.status().message());
   }
 
   host->impl_->cgroups = CgroupManager::create(host->options_.cgroup_root);
   const CgroupCapabilities& cg = host->impl_->cgroups->capabilities();
-  add("cgroup-memory", cg.memory, cg.memory_reason);
-  add("cgroup-pids", cg.pids, cg.pids_reason);
-  add("cgroup-cpu", cg.cpu, cg.cpu_reason);
-  add("cgroup-cpu-time", cg.cpu_accounting, cg.cpu_accounting_reason);
-  add("cgroup-kill", cg.kill, cg.kill_reason);
-  add("rlimits", true, "core 0, file size and CPU-time floors per process");
-  add("caps-dropped", true, "empty bounding, ambient, effective and permitted sets; no_new_privs");
+  add(Layer::cgroup_memory, cg.memory, cg.memory_reason);
+  add(Layer::cgroup_pids, cg.pids, cg.pids_reason);
+  add(Layer::cgroup_cpu, cg.cpu, cg.cpu_reason);
+  add(Layer::cgroup_cpu_time, cg.cpu_accounting, cg.cpu_accounting_reason);
+  add(Layer::cgroup_kill, cg.kill, cg.kill_reason);
+  add(Layer::rlimits, true, "core 0, file size and CPU-time floors per process");
+  add(Layer::caps_dropped, true, "empty bounding, ambient, effective and permitted sets; no_new_privs");
 
   // Idmapped mounts make root-owned workspaces writable for the sandbox uid (root only).
   if (host->root_) {
@@ -210,16 +216,17 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
       }
     }
     host->impl_->idmap = err == 0;
-    add("idmapped-mounts", err == 0,
+    add(Layer::idmapped_mounts, err == 0,
         err == 0 ? "root-owned workspace roots are shown writable to the sandbox uid " + std::to_string(host->options_.sandbox_uid)
                  : errno_reason("idmapping a mount of " + host->options_.temp_root, err));
   }
 
-  // Finally the whole mount view, end to end: a sandboxed /bin/true.
+  // Finally the whole mount view, end to end: a sandboxed /bin/true. While it runs, its own
+  // report says "being probed" (check() never passes a layer without a report).
   bool mount_prereqs = true;
-  for (const char* need : {"user-ns", "mount-ns", "pid-ns"})
+  for (Layer need : {Layer::user_ns, Layer::mount_ns, Layer::pid_ns})
     for (const auto& l : layers)
-      if (l.name == need && !l.available) mount_prereqs = false;
+      if (l.layer == need && !l.available) mount_prereqs = false;
   if (mount_prereqs) {
     SpawnSpec s;
     s.argv = {"/bin/true"};
@@ -229,39 +236,32 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
     s.fds = {{devnull.get(), 0}, {devnull.get(), 1}, {devnull.get(), 2}};
     Policy p;
     p.network = Network::allowed;  // the view only; the network layer was probed above
-    for (auto& l : layers) host->impl_->by_name[l.name] = l;
+    add(Layer::mount_view, true, "being probed");
     auto launched = host->launch(s, p, host->options_.temp_root, "probe");
+    layers.pop_back();
     if (launched.ok()) {
       ExitInfo info;
       launched->init.reap(info, true);
-      add("mount-view", true, "read-only root, writable roots and /tmp, private /proc and /dev, masked paths");
+      add(Layer::mount_view, true, "read-only root, writable roots and /tmp, private /proc and /dev, masked paths");
     } else {
-      add("mount-view", false, launched.status().message());
+      add(Layer::mount_view, false, launched.status().message());
     }
   } else {
-    add("mount-view", false, "needs user, mount and PID namespaces");
+    add(Layer::mount_view, false, "needs user, mount and PID namespaces");
   }
-  for (auto& l : layers) host->impl_->by_name[l.name] = l;
   return host;
 }
 
 Status SandboxHost::check(const Policy& policy) const {
-  std::vector<const char*> needed = {"user-ns", "mount-ns", "pid-ns", "ipc-ns", "uts-ns", "mount-view", "seccomp"};
-  if (policy.network == Network::denied) needed.push_back("net-ns");
-  if (policy.mode != Mode::danger_full_access) needed.push_back("landlock");
-  if (policy.caps.memory_bytes) needed.push_back("cgroup-memory");
-  if (policy.caps.pids) needed.push_back("cgroup-pids");
-  if (policy.caps.cpus) needed.push_back("cgroup-cpu");
-  if (policy.caps.cpu_time) needed.push_back("cgroup-cpu-time");
-  for (const char* name : needed) {
-    auto it = impl_->by_name.find(name);
-    if (it == impl_->by_name.end()) continue;  // still probing (the mount-view probe itself)
-    if (!it->second.available)
-      return Status::error("layer", ENOTSUP,
-                           std::string("this host cannot enforce ") + name + ": " + it->second.reason +
-                               " (refusing rather than running with less isolation)");
-  }
-  return {};
+  std::vector<Layer> needed = {Layer::user_ns, Layer::mount_ns, Layer::pid_ns,     Layer::ipc_ns,
+                               Layer::uts_ns,  Layer::mount_view, Layer::seccomp};
+  if (policy.network == Network::denied) needed.push_back(Layer::net_ns);
+  if (policy.mode != Mode::danger_full_access) needed.push_back(Layer::landlock);
+  if (policy.caps.memory_bytes) needed.push_back(Layer::cgroup_memory);
+  if (policy.caps.pids) needed.push_back(Layer::cgroup_pids);
+  if (policy.caps.cpus) needed.push_back(Layer::cgroup_cpu);
+  if (policy.caps.cpu_time) needed.push_back(Layer::cgroup_cpu_time);
+  return require_layers(layers_, needed);
 }
 
 Status SandboxHost::adopt_temp_dir(const std::string& dir) const {
@@ -420,14 +420,19 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     for (const auto& b : binds)
       if (b.writable) lp.write_roots.push_back(b.source);
     for (const char* d : kDevNodes) lp.write_files.push_back(d);
-    lp.deny_tcp = policy.network == Network::denied;
+    // TCP is not Landlock's to refuse: with network denied the command's own network
+    // namespace is the barrier, and servers on its own loopback must work
+    // (docs/threat-model.md "Policy by mode").
+    lp.deny_tcp = false;
     auto ruleset = build_landlock_ruleset(lp);
     if (!ruleset.ok()) return ruleset.status();
     landlock = std::move(ruleset).value();
     p.landlock_fd = landlock.get();
-    out.enforced.push_back("landlock");
+    out.enforced.push_back(layer_name(Layer::landlock));
   }
-  const SeccompProgram& filter = policy.network == Network::denied ? *impl_->seccomp_denied : *impl_->seccomp_allowed;
+  const SeccompProgram& filter = policy.network == Network::denied ? *impl_->seccomp_denied
+                                 : full                            ? *impl_->seccomp_full
+                                                                   : *impl_->seccomp_allowed;
   p.seccomp = filter.prog();
 
   // Whole-tree accounting and caps.
@@ -557,16 +562,17 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
 
   ::fcntl(report_read.get(), F_SETFL, O_NONBLOCK);
   out.report = std::move(report_read);
-  for (const char* l : {"user-ns", "mount-ns", "pid-ns", "ipc-ns", "uts-ns", "mount-view", "seccomp", "caps-dropped", "rlimits"})
-    out.enforced.push_back(l);
-  if (policy.network == Network::denied) out.enforced.push_back("net-ns");
-  if (!idmap_binds.empty()) out.enforced.push_back("idmapped-mounts");
+  for (Layer l : {Layer::user_ns, Layer::mount_ns, Layer::pid_ns, Layer::ipc_ns, Layer::uts_ns, Layer::mount_view,
+                  Layer::seccomp, Layer::caps_dropped, Layer::rlimits})
+    out.enforced.push_back(layer_name(l));
+  if (policy.network == Network::denied) out.enforced.push_back(layer_name(Layer::net_ns));
+  if (!idmap_binds.empty()) out.enforced.push_back(layer_name(Layer::idmapped_mounts));
   if (out.cgroup) {
-    if (policy.caps.memory_bytes) out.enforced.push_back("cgroup-memory");
-    if (policy.caps.pids) out.enforced.push_back("cgroup-pids");
-    if (policy.caps.cpus) out.enforced.push_back("cgroup-cpu");
-    if (policy.caps.cpu_time) out.enforced.push_back("cgroup-cpu-time");
-    if (cg.kill) out.enforced.push_back("cgroup-kill");
+    if (policy.caps.memory_bytes) out.enforced.push_back(layer_name(Layer::cgroup_memory));
+    if (policy.caps.pids) out.enforced.push_back(layer_name(Layer::cgroup_pids));
+    if (policy.caps.cpus) out.enforced.push_back(layer_name(Layer::cgroup_cpu));
+    if (policy.caps.cpu_time) out.enforced.push_back(layer_name(Layer::cgroup_cpu_time));
+    if (cg.kill) out.enforced.push_back(layer_name(Layer::cgroup_kill));
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <linux/netlink.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -154,11 +155,27 @@ StatusOr<SeccompProgram> build_seccomp_program(const SeccompPolicy& policy) {
   // fchmodat2 (Linux 6.6) is newer than this libseccomp: by number (x86_64).
   if ((rc = seccomp_rule_add(c, SCMP_ACT_ERRNO(ENOSYS), 452, 0)) < 0) return seccomp_error("fchmodat2", rc);
 
-  if (policy.deny_network) {
-    // The full 64-bit compare refuses a domain with garbage in the high bits even when the
-    // kernel (which reads an int) would see AF_UNIX: it errs on the side of refusing.
-    for (const char* name : {"socket", "socketpair"}) {
-      if ((rc = add_rule(c, SCMP_ACT_ERRNO(EAFNOSUPPORT), name, SCMP_A0(SCMP_CMP_NE, AF_UNIX))) < 0)
+  // Socket families. The filter allows by default, so the allowlist is written as its
+  // complement: every domain but the allowed ones fails. The comparisons are 64-bit: a domain
+  // with garbage in the high bits is refused even when the kernel (which reads an int) would
+  // see an allowed family, so the rule errs on the side of refusing.
+  const auto no_family = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+  for (const char* name : {"socket", "socketpair"}) {
+    if (policy.deny_network) {
+      static_assert(AF_UNIX == 1 && AF_INET == 2 && AF_INET6 == 10 && AF_NETLINK == 16);
+      if ((rc = add_rule(c, no_family, name, SCMP_A0(SCMP_CMP_GT, AF_NETLINK))) < 0) return seccomp_error(name, rc);
+      for (unsigned long family = 0; family < AF_NETLINK; ++family) {
+        if (family == AF_UNIX || family == AF_INET || family == AF_INET6) continue;
+        if ((rc = add_rule(c, no_family, name, SCMP_A0(SCMP_CMP_EQ, family))) < 0) return seccomp_error(name, rc);
+      }
+      // Netlink: routing only (getaddrinfo's AI_ADDRCONFIG and `ip addr` use it); audit,
+      // uevents, netfilter and the rest stay closed.
+      if ((rc = add_rule(c, no_family, name, SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
+                         SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE))) < 0)
+        return seccomp_error(name, rc);
+    } else if (policy.deny_vsock) {
+      // Only the low 32 bits, as the kernel reads them: no high-bit garbage slips past.
+      if ((rc = add_rule(c, no_family, name, SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, AF_VSOCK))) < 0)
         return seccomp_error(name, rc);
     }
   }
@@ -206,8 +223,11 @@ Status probe_seccomp() {
       [](const void* arg) -> ProbeReport {
         if (int err = install_seccomp(static_cast<const struct sock_fprog*>(arg)); err != 0) return {1, err};
         if (::unshare(0) == 0 || errno != EPERM) return {2, errno};
-        if (int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); s >= 0 || errno != EAFNOSUPPORT)
+        if (int s = ::socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, 0); s >= 0 || errno != EAFNOSUPPORT)
           return {3, s >= 0 ? 0 : errno};
+        int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0) return {4, errno};
+        ::close(s);
         return {0, 0};
       },
       prog);
@@ -217,7 +237,8 @@ Status probe_seccomp() {
     case 0: return Status();
     case 1: return Status::from_errno("install", r.err, "seccomp filter");
     case 2: return Status::error("verify", r.err, "unshare(0) was not refused with EPERM under the filter");
-    default: return Status::error("verify", r.err, "socket(AF_INET) was not refused with EAFNOSUPPORT under the filter");
+    case 3: return Status::error("verify", r.err, "socket(AF_PACKET) was not refused with EAFNOSUPPORT under the filter");
+    default: return Status::from_errno("verify", r.err, "socket(AF_INET) under the filter");
   }
 }
 

@@ -5,7 +5,8 @@
 // making: kernel modules and kexec, other processes' memory (ptrace, process_vm_*), mounts and
 // namespaces (so the mount view and namespaces the engine built stay as built), keyrings, bpf,
 // perf, userfaultfd, io_uring (its opcodes are never seen by seccomp), raw I/O ports, file
-// handles, TIOCSTI. With deny_network, socket()/socketpair() accept only AF_UNIX.
+// handles, TIOCSTI. Socket families: with deny_network an allowlist (AF_UNIX, AF_INET,
+// AF_INET6, AF_NETLINK with NETLINK_ROUTE); with deny_vsock, AF_VSOCK is refused.
 // Needs Linux >= 3.17 (seccomp syscall); the kernel default here is 6.x.
 #pragma once
 
@@ -19,9 +20,16 @@
 namespace corral {
 
 struct SeccompPolicy {
-  // true: socket() and socketpair() with a domain other than AF_UNIX fail with EAFNOSUPPORT.
-  // This is defence in depth; the network namespace is what actually denies the network.
+  // Network denied: socket() and socketpair() accept only AF_UNIX, AF_INET, AF_INET6 and
+  // AF_NETLINK with protocol NETLINK_ROUTE; every other family (today's and any the kernel
+  // adds later) fails with EAFNOSUPPORT. IP stays usable because the network namespace is the
+  // barrier: servers on the command's own loopback work, nothing else is reachable. The
+  // allowlist keeps the command off the kernel's other socket families (packet, vsock,
+  // bluetooth, other netlink families, ...).
   bool deny_network = true;
+  // AF_VSOCK (the hypervisor's agents; not behind any network namespace) fails with
+  // EAFNOSUPPORT. Set in every mode but danger-full-access, whatever the network.
+  bool deny_vsock = true;
 };
 
 // A compiled classic-BPF program for SECCOMP_SET_MODE_FILTER. Move-only; prog() points into
@@ -59,7 +67,8 @@ StatusOr<SeccompProgram> build_seccomp_program(const SeccompPolicy& policy);
 int install_seccomp(const struct sock_fprog* prog) noexcept;
 
 // Host probe: builds the default filter here, installs it in a forked child and checks there
-// that a denied syscall (unshare) fails with EPERM and socket(AF_INET) with EAFNOSUPPORT.
+// that a denied syscall (unshare) fails with EPERM, socket(AF_PACKET) with EAFNOSUPPORT and
+// socket(AF_INET) works.
 // Ok, or the step ("seccomp", "fork", "install", "verify") and errno that say why not.
 Status probe_seccomp();
 

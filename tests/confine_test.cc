@@ -18,6 +18,7 @@
 #include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <linux/netlink.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -245,32 +246,52 @@ TEST_CASE("seccomp: dangerous syscalls fail with EPERM, clone3 with ENOSYS, the 
   CHECK(out.values == expected);
 }
 
-TEST_CASE("seccomp: deny_network refuses non-unix sockets with EAFNOSUPPORT, and only then") {
-  for (bool deny : {true, false}) {
-    CAPTURE(deny);
-    auto program = build(deny);
-    const struct sock_fprog* prog = program.prog();
+TEST_CASE("seccomp: socket families are an allowlist with network denied; AF_VSOCK only in full access") {
+  // The attempts, made in a child under `prog` (none: the host's own answers).
+  auto attempts = [](const struct sock_fprog* prog) {
     Outcome out = in_child([prog](const Reporter& r) {
-      r.put(corral::install_seccomp(prog));
+      r.put(prog ? corral::install_seccomp(prog) : 0);
       r.result(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
       r.result(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-      r.result(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0));
+      r.result(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
+      r.result(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
       int pair[2];
       long rc = ::socketpair(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0, pair);
       r.put(rc < 0 ? errno : 0);
-      r.result(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-      // High garbage in the domain register is refused, never read as AF_UNIX.
+      r.result(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_KOBJECT_UEVENT));
+      r.result(::socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+      r.result(::socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      // High garbage in the domain register: the kernel reads an int (AF_UNIX, AF_VSOCK).
       r.result(::syscall(SYS_socket, (1UL << 32) | AF_UNIX, SOCK_STREAM, 0));
+      r.result(::syscall(SYS_socket, (1UL << 32) | AF_VSOCK, SOCK_STREAM, 0));
+      r.result(::socket(AF_BLUETOOTH, SOCK_STREAM | SOCK_CLOEXEC, 0));
       r.result(::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr));
     });
     REQUIRE(out.exited_ok());
-    if (deny) {
-      CHECK(out.values == std::vector<int>{0, EAFNOSUPPORT, EAFNOSUPPORT, EAFNOSUPPORT, EAFNOSUPPORT, 0,
-                                           EAFNOSUPPORT, EPERM});
-    } else {
-      // AF_INET socketpair is the kernel's own EOPNOTSUPP.
-      CHECK(out.values == std::vector<int>{0, 0, 0, 0, EOPNOTSUPP, 0, 0, EPERM});
-    }
+    return out.values;
+  };
+  const std::vector<int> host = attempts(nullptr);
+  REQUIRE(host.size() == 13);
+  const int no = EAFNOSUPPORT;
+  const int socketpair_inet = EOPNOTSUPP;  // the kernel's own answer, with or without a filter
+  struct Case {
+    corral::SeccompPolicy policy;
+    std::vector<int> expected;
+  };
+  const std::vector<Case> cases = {
+      // Network denied: IP and routing netlink work (the namespace is the barrier); nothing else.
+      {{true, true}, {0, 0, 0, 0, 0, socketpair_inet, no, no, no, no, no, no, EPERM}},
+      // Network allowed in a confining mode: the host's answers, but never AF_VSOCK.
+      {{false, true}, {0, 0, 0, 0, 0, socketpair_inet, host[6], host[7], no, host[9], no, host[11], EPERM}},
+      // danger-full-access with network allowed: the host's answers.
+      {{false, false}, {0, 0, 0, 0, 0, socketpair_inet, host[6], host[7], host[8], host[9], host[10], host[11], EPERM}},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.policy.deny_network);
+    CAPTURE(c.policy.deny_vsock);
+    auto program = corral::build_seccomp_program(c.policy);
+    REQUIRE(program.ok());
+    CHECK(attempts(program->prog()) == c.expected);
   }
 }
 

@@ -20,6 +20,8 @@
 #include <atomic>
 #include <map>
 
+#include "runtime/layer.h"
+#include "runtime/probe.h"
 #include "tests/test_util.h"
 #include "worker_proto/messages.h"
 
@@ -431,10 +433,14 @@ TEST_CASE("4. /etc/shadow is unreadable; the command has no capabilities") {
   }
 }
 
-TEST_CASE("5, 6. network: no socket but AF_UNIX when denied; the host's loopback when allowed") {
+TEST_CASE("5, 6. network: denied is the command's own namespace and an allowlist of families; allowed is the host's") {
   Server s;
   Listener l;
   const std::string port = std::to_string(l.port());
+  // What this host answers to an AF_VSOCK socket unconfined (danger-full-access, net allowed).
+  const int vs = ::socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const std::string host_vsock = vs >= 0 ? "ok" : std::string("errno=") + ::strerrorname_np(errno);
+  if (vs >= 0) ::close(vs);
   int expected_accepts = 0;
   for (const auto& mode : kModes) {
     for (const std::string net : {"denied", "allowed"}) {
@@ -442,18 +448,55 @@ TEST_CASE("5, 6. network: no socket but AF_UNIX when denied; the host's loopback
       CAPTURE(net);
       const bool denied = net == "denied";
       auto r = attempts(s.socket(), {"--mode", mode, "--net", net},
-                        {"socket inet", "socket inet6", "socket netlink", "socket packet", "socket unix",
-                         "tcp-connect 127.0.0.1 " + port});
+                        {"socket inet", "socket inet6", "socket netlink", "socket unix", "socket packet",
+                         "socket netlink-audit", "socket vsock", "tcp-connect 127.0.0.1 " + port});
       const std::string no = "errno=EAFNOSUPPORT";
       // AF_PACKET needs CAP_NET_RAW, which the command never has.
-      CHECK(r == std::vector<std::string>{denied ? no : "ok", denied ? no : "ok", denied ? no : "ok",
-                                          denied ? no : "errno=EPERM", "ok",
-                                          denied ? "socket errno=EAFNOSUPPORT" : "ok"});
+      CHECK(r == std::vector<std::string>{
+                     "ok", "ok", "ok", "ok", denied ? no : "errno=EPERM", denied ? no : "ok",
+                     denied || mode != "danger-full-access" ? no : host_vsock,
+                     // Denied: its own loopback, where nothing listens on the host's port.
+                     denied ? "connect errno=ECONNREFUSED" : "ok"});
       if (!denied) ++expected_accepts;
       CHECK(wait_until([&] { return l.accepted() == expected_accepts; }, 2s));
     }
   }
   CHECK(l.accepted() == 3);
+}
+
+TEST_CASE("5b. a TCP and a UDP server on the command's own loopback work with network denied, in every mode") {
+  Server s;
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    CHECK(attempts(s.socket(), {"--mode", mode},
+                   {"loopback tcp 127.0.0.1", "loopback udp 127.0.0.1", "loopback tcp ::1", "loopback udp ::1"}) ==
+          std::vector<std::string>{"ok", "ok", "ok", "ok"});
+  }
+}
+
+TEST_CASE("5c. an unknown layer name is an error, and a layer never probed fails closed") {
+  for (std::size_t i = 0; i < kLayerCount; ++i) {
+    const Layer layer = static_cast<Layer>(i);
+    auto parsed = parse_layer(layer_name(layer));
+    REQUIRE(parsed.ok());
+    CHECK(*parsed == layer);
+  }
+  for (const char* typo : {"seccom", "Seccomp", "seccomp ", "", "net_ns", "unknown-layer"}) {
+    CAPTURE(typo);
+    auto parsed = parse_layer(typo);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.status().message() == "unknown layer '" + std::string(typo) + "'");
+  }
+  // A report without seccomp: a request that needs it is refused, never waved through.
+  std::vector<LayerReport> reports = {layer_report(Layer::user_ns, true, "probed")};
+  CHECK(require_layers(reports, {Layer::user_ns}).ok());
+  Status missing = require_layers(reports, {Layer::user_ns, Layer::seccomp});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.message() ==
+        "layer seccomp was never probed on this host (refusing rather than running with less isolation)");
+  reports.push_back(layer_report(Layer::seccomp, false, "no libseccomp"));
+  CHECK(require_layers(reports, {Layer::seccomp}).message() ==
+        "this host cannot enforce seccomp: no libseccomp (refusing rather than running with less isolation)");
 }
 
 TEST_CASE("7. the supervisor's socket: out of reach in every mode (socket under /tmp)") {
@@ -787,7 +830,7 @@ TEST_CASE("18. an explicit stricter mode or network holds inside a looser scope"
   for (const auto& mode : kModes) {
     CAPTURE(mode);
     CHECK(attempt(s.socket(), {"--scope", loose, "--mode", mode, "--net", "denied"}, {"tcp-connect", "127.0.0.1", port}) ==
-          "socket errno=EAFNOSUPPORT");
+          "connect errno=ECONNREFUSED");
   }
   CHECK(l.accepted() == 1);
   // Explicit --mode workspace-write / read-only: confined.

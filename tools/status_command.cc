@@ -21,6 +21,9 @@ constexpr const char* kPolicyRules[] = {
     "the scope's --deny-read and --protect always apply, added to the request's; file tools obey them too",
     "a request over its ceiling is refused, naming both sides; a connection's own scope and a uid's default "
     "scope have no ceiling",
+    "network denied: the command's own network namespace (servers on its own loopback work); socket families "
+    "AF_UNIX, AF_INET, AF_INET6 and NETLINK_ROUTE only; AF_VSOCK refused in every mode but danger-full-access",
+    "a layer a request needs and this host lacks, or never probed, refuses the request (nothing fails open)",
 };
 
 }  // namespace
