@@ -140,6 +140,9 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
     err = probe_clone(u | ns.flag);
     add(ns.layer, err == 0, err == 0 ? std::string("clone works inside a user namespace") : errno_reason("clone", err));
   }
+  err = probe_clone(u | CLONE_NEWCGROUP);
+  add(Layer::cgroup_ns, err == 0,
+      err == 0 ? "/proc/self/cgroup shows \"/\"; /sys/fs/cgroup is masked" : errno_reason("clone(CLONE_NEWCGROUP)", err));
   err = probe_clone(u | CLONE_NEWNET, probe_loopback);
   add(Layer::net_ns, err == 0, err == 0 ? "a fresh network namespace with only its own loopback" : errno_reason("clone(CLONE_NEWNET)", err));
 
@@ -253,8 +256,8 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
 }
 
 Status SandboxHost::check(const Policy& policy) const {
-  std::vector<Layer> needed = {Layer::user_ns, Layer::mount_ns, Layer::pid_ns,     Layer::ipc_ns,
-                               Layer::uts_ns,  Layer::mount_view, Layer::seccomp};
+  std::vector<Layer> needed = {Layer::user_ns, Layer::mount_ns,   Layer::pid_ns,  Layer::ipc_ns,
+                               Layer::uts_ns,  Layer::cgroup_ns, Layer::mount_view, Layer::seccomp};
   if (policy.network == Network::denied) needed.push_back(Layer::net_ns);
   if (policy.mode != Mode::danger_full_access) needed.push_back(Layer::landlock);
   if (policy.caps.memory_bytes) needed.push_back(Layer::cgroup_memory);
@@ -400,6 +403,8 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   std::vector<std::string> mask_paths;
   for (const auto& d : policy.deny_read) mask_paths.push_back(d);
   for (const auto& h : options_.hidden_paths) mask_paths.push_back(h);
+  // The host's cgroup trees list host pids and every supervisor's corral-<pid> group.
+  mask_paths.push_back("/sys/fs/cgroup");
   if (mask_paths.size() > sandbox::kMaxMasks) return Status::invalid("too many --deny-read paths (max 60)");
   for (const auto& m : mask_paths) {
     struct stat st {};
@@ -562,8 +567,8 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
 
   ::fcntl(report_read.get(), F_SETFL, O_NONBLOCK);
   out.report = std::move(report_read);
-  for (Layer l : {Layer::user_ns, Layer::mount_ns, Layer::pid_ns, Layer::ipc_ns, Layer::uts_ns, Layer::mount_view,
-                  Layer::seccomp, Layer::caps_dropped, Layer::rlimits})
+  for (Layer l : {Layer::user_ns, Layer::mount_ns, Layer::pid_ns, Layer::ipc_ns, Layer::uts_ns, Layer::cgroup_ns,
+                  Layer::mount_view, Layer::seccomp, Layer::caps_dropped, Layer::rlimits})
     out.enforced.push_back(layer_name(l));
   if (policy.network == Network::denied) out.enforced.push_back(layer_name(Layer::net_ns));
   if (!idmap_binds.empty()) out.enforced.push_back(layer_name(Layer::idmapped_mounts));

@@ -65,6 +65,7 @@ const char* step_name(int step) {
     case Step::seccomp: return "seccomp";
     case Step::exec: return "exec";
     case Step::ready: return "ready";
+    case Step::cgroup_ns: return "cgroup-ns";
   }
   return child::step_name(static_cast<child::Step>(step));
 }
@@ -573,6 +574,9 @@ int init_main(void* arg) {
   int parent_fds[kMaxBinds];
   std::size_t parent_fd_count = 0;
   wait_for_parent(plan, parent_fds, parent_fd_count);
+  // The parent has placed us in our cgroup (if any): a cgroup namespace rooted here makes
+  // /proc/self/cgroup read "/" instead of the supervisor's and the host's cgroup paths.
+  if (::unshare(CLONE_NEWCGROUP) < 0) fail(plan, Step::cgroup_ns, errno);
   // init is a copy of the supervisor, memory and environment included: nothing in the sandbox
   // may read it (ptrace is also refused by seccomp, and the command holds no capability).
   // Only after the sync: a non-dumpable process's /proc/PID files belong to root, and a

@@ -38,6 +38,7 @@ enum class Step : int {
   seccomp,
   exec,
   ready,           // not a failure: prepared up to exec, waiting for the release (authorized launch)
+  cgroup_ns,       // a cgroup namespace rooted at the sandbox's own cgroup
 };
 const char* step_name(int step);
 

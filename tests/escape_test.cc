@@ -960,3 +960,25 @@ TEST_CASE("21. a scope's --deny-read and --protect apply to every request in it,
   CHECK(r.out.find("\"deny_read\":[\"" + t.ws + "/secret\"]") != std::string::npos);
   CHECK(r.out.find("\"protect\":[\"" + t.ws + "/.git\"]") != std::string::npos);
 }
+
+TEST_CASE("22. /sys/fs/cgroup and /proc/self/cgroup show neither host pids nor any supervisor's cgroups") {
+  Server s;
+  // The host's /proc/self/cgroup lines, each with its path replaced by "/": what a command in
+  // a cgroup namespace of its own reads (read-file shows newlines as '.').
+  std::string expected = "ok ";
+  {
+    std::istringstream in(read_file("/proc/self/cgroup"));
+    for (std::string line; std::getline(in, line);) expected += line.substr(0, line.rfind(':') + 1) + "/.";
+  }
+  REQUIRE(expected.size() > 3);
+  for (const auto& mode : kModes) {
+    for (const auto& caps : {std::vector<std::string>{}, std::vector<std::string>{"--pids", "64"}}) {
+      CAPTURE(mode);
+      CAPTURE(caps);
+      std::vector<std::string> opts = {"--mode", mode};
+      opts.insert(opts.end(), caps.begin(), caps.end());
+      CHECK(attempts(s.socket(), opts, {"list-dir /sys/fs/cgroup", "list-dir /sys/fs/cgroup/pids", "read-file /proc/self/cgroup"}) ==
+            std::vector<std::string>{"errno=EACCES", "errno=EACCES", expected});
+    }
+  }
+}

@@ -94,7 +94,12 @@ TEST_CASE("stop ends a background command; closing a parent scope ends its child
   REQUIRE(wait_until([&] { return processes_with(marker).size() == 1; }, 10s));
   CHECK(cli({"stop", "--force", stopped}, s.socket()).exit_code == 0);
   REQUIRE(wait_until([&] { return processes_with(marker).empty(); }, 10s));
-  auto p = cli({"poll", "--json", stopped}, s.socket());
+  // The process is gone; the supervisor notices through its pidfd a moment later.
+  CliRun p;
+  CHECK(wait_until([&] {
+    p = cli({"poll", "--json", stopped}, s.socket());
+    return p.out.find("\"state\":\"running\"") == std::string::npos;
+  }, 10s));
   CHECK(p.out.find("\"state\":\"stopped\"") != std::string::npos);
 
   // A background command, a foreground one and a worker in the child scope; close the parent.
