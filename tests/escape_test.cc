@@ -959,6 +959,17 @@ TEST_CASE("21. a scope's --deny-read and --protect apply to every request in it,
   CHECK(json_field(r.out, "network") == "denied");
   CHECK(r.out.find("\"deny_read\":[\"" + t.ws + "/secret\"]") != std::string::npos);
   CHECK(r.out.find("\"protect\":[\"" + t.ws + "/.git\"]") != std::string::npos);
+  // So does the authorization description the client judges.
+  const std::string desc = t.base + "/description.json";
+  CliRun a = cli({"exec", "--scope", scope, "--mode", "read-only", "--authorize-cmd", "cat > " + desc, "--", "true"},
+                 s.socket());
+  CHECK(a.exit_code == 0);
+  const std::string d = read_file(desc);
+  CAPTURE(d);
+  CHECK(d.find("\"mode\":\"read-only\"") != std::string::npos);
+  CHECK(d.find("\"network\":\"denied\"") != std::string::npos);
+  CHECK(d.find("\"deny_read\":[\"" + t.ws + "/secret\"]") != std::string::npos);
+  CHECK(d.find("\"protect\":[\"" + t.ws + "/.git\"]") != std::string::npos);
 }
 
 TEST_CASE("22. /sys/fs/cgroup and /proc/self/cgroup show neither host pids nor any supervisor's cgroups") {
