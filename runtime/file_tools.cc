@@ -88,7 +88,7 @@ const char* describe(mode_t mode) {
 }
 
 Status wrong_type(const std::string& shown, mode_t mode, const char* wanted) {
-  return fail("type", 0, shown, std::string("is ") + describe(mode) + ", not " + wanted);
+  return fail("type", S_ISDIR(mode) ? EISDIR : 0, shown, std::string("is ") + describe(mode) + ", not " + wanted);
 }
 
 long raw_openat2(int dirfd, const std::string& rel, std::uint64_t flags, std::uint64_t mode,
@@ -305,7 +305,7 @@ StatusOr<Resolved> resolve(const Roots& roots, const std::string& path, bool for
   if (path.find('\0') != kNpos) return fail("path", 0, shown, "contains a NUL byte");
   const auto parts = split(path);
   for (auto c : parts)
-    if (c == "..") return fail("path", 0, shown, "'..' is not allowed");
+    if (c == "..") return fail("path", EXDEV, shown, "'..' is not allowed");
 
   // A relative path is taken as roots[0]/path. The longest root containing the path wins, so a
   // read-only root nested in a writable one stays read-only whichever way it is named.
@@ -318,7 +318,7 @@ StatusOr<Resolved> resolve(const Roots& roots, const std::string& path, bool for
     if (rc.size() > full.size() || !std::equal(rc.begin(), rc.end(), full.begin())) continue;
     if (index == kNpos || rc.size() > skip) index = i, skip = rc.size();
   }
-  if (index == kNpos) return fail("path", 0, shown, "not beneath any allowed root");
+  if (index == kNpos) return fail("path", EXDEV, shown, "not beneath any allowed root");
   const std::string& root = roots.roots[index];
   if (for_write && !roots.writable[index])
     return fail("readonly", EROFS, shown, "read-only (root '" + root + "' is not writable)");
@@ -374,7 +374,7 @@ Status write_file(const Roots& roots, const std::string& path, std::string_view 
   }
   auto r = resolve(roots, path, true);
   if (!r.ok()) return r.status();
-  if (path.back() == '/') return fail("type", 0, shown, "names a directory, not a file");
+  if (path.back() == '/') return fail("type", EISDIR, shown, "names a directory, not a file");
 
   // Find the directory and name to replace, following a final symlink while it stays beneath
   // the root (the link is kept, its target replaced). Intermediate components, and `..` inside
@@ -388,7 +388,7 @@ Status write_file(const Roots& roots, const std::string& path, std::string_view 
     const std::string dir_rel = slash == kNpos ? std::string(".") : cur.substr(0, slash);
     name = slash == kNpos ? cur : cur.substr(slash + 1);
     if (name.empty() || name == "." || name == "..")
-      return fail("type", 0, shown, "names a directory, not a file");
+      return fail("type", EISDIR, shown, "names a directory, not a file");
     auto d =
         open_beneath(r->root_fd.get(), dir_rel, O_RDONLY | O_DIRECTORY, shown, "parent directory");
     if (!d.ok()) return d.status();

@@ -71,7 +71,7 @@ StatusOr<std::string> BackgroundTable::start(ExecSpec spec, const std::shared_pt
 proto::Frame BackgroundTable::poll(std::uint64_t request_id, const std::string& id, uid_t uid) {
   purge();
   auto it = records_.find(id);
-  if (it == records_.end()) return proto::make_error(request_id, ErrorCode::invalid_request, "no background command '" + id + "'");
+  if (it == records_.end()) return proto::make_error(request_id, ErrorCode::not_found, "no background command '" + id + "'");
   auto r = it->second;
   if (uid != 0 && uid != r->owner)
     return proto::make_error(request_id, ErrorCode::permission_denied, "background command '" + id + "' belongs to uid " + std::to_string(r->owner));
@@ -101,7 +101,7 @@ proto::Frame BackgroundTable::poll(std::uint64_t request_id, const std::string& 
 
 proto::Frame BackgroundTable::stop(std::uint64_t request_id, const std::string& id, bool force, uid_t uid) {
   auto it = records_.find(id);
-  if (it == records_.end()) return proto::make_error(request_id, ErrorCode::invalid_request, "no background command '" + id + "'");
+  if (it == records_.end()) return proto::make_error(request_id, ErrorCode::not_found, "no background command '" + id + "'");
   auto& r = it->second;
   if (uid != 0 && uid != r->owner)
     return proto::make_error(request_id, ErrorCode::permission_denied, "background command '" + id + "' belongs to uid " + std::to_string(r->owner));

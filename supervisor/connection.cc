@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
+#include <cerrno>
 #include <asio/co_spawn.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/read.hpp>
@@ -387,7 +388,7 @@ std::optional<ExecSpec> Connection::prepare_spec(std::uint64_t id, const proto::
                                                 const char* cgroup_prefix) {
   auto spec = to_spec(req, ctx_.options, scope.defaults, scope.ceiling);
   if (!spec.ok()) {
-    send_error(id, spec.status().step() == "ceiling" ? ErrorCode::permission_denied : ErrorCode::invalid_request,
+    send_error(id, spec.status().step() == "ceiling" ? ErrorCode::refused_by_policy : ErrorCode::invalid_request,
                spec.status().message());
     return std::nullopt;
   }
@@ -412,7 +413,8 @@ std::shared_ptr<Scope> Connection::scope_for(std::uint64_t id, const flatbuffers
   if (!name || name->size() == 0) return fallback;
   auto found = ctx_.scopes->find(name->str(), peer_.uid);
   if (!found.ok()) {
-    send_error(id, found.status().err() == EPERM ? ErrorCode::permission_denied : ErrorCode::invalid_request,
+    const int err = found.status().err();
+    send_error(id, err == EPERM ? ErrorCode::permission_denied : err == ENOENT ? ErrorCode::not_found : ErrorCode::invalid_request,
                found.status().message());
     return nullptr;
   }

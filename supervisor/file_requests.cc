@@ -1,5 +1,6 @@
 #include "supervisor/file_requests.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -63,11 +64,26 @@ std::string command_view(std::string path, const FileContext& ctx) {
   return path;
 }
 
-proto::Frame error_frame(std::uint64_t id, const Status& st) {
-  const bool refused =
-      st.step() == "readonly" || st.step() == "resolve" || st.step() == "denied" || st.step() == "ceiling";
-  return proto::make_error(id, refused ? ErrorCode::permission_denied : ErrorCode::invalid_request, st.message());
+// The error code says why, so clients can raise a typed error (docs/protocol.md): file tools
+// report EISDIR for a directory where a file was wanted, EXDEV/ELOOP for a path that leaves
+// its roots, and the policy's own refusals (a read-only root, --deny-read, --protect, the scope's
+// ceiling) are refused_by_policy.
+ErrorCode error_code(const Status& st) {
+  if (st.step() == "readonly" || st.step() == "denied" || st.step() == "ceiling") return ErrorCode::refused_by_policy;
+  switch (st.err()) {
+    case ENOENT:
+    case ENOTDIR: return ErrorCode::not_found;
+    case EACCES:
+    case EPERM: return ErrorCode::permission_denied;
+    case EISDIR: return ErrorCode::is_directory;
+    case EXDEV:
+    case ELOOP: return ErrorCode::outside_roots;
+    case EROFS: return ErrorCode::refused_by_policy;
+    default: return ErrorCode::invalid_request;
+  }
 }
+
+proto::Frame error_frame(std::uint64_t id, const Status& st) { return proto::make_error(id, error_code(st), st.message()); }
 
 }  // namespace
 
@@ -95,7 +111,7 @@ proto::Frame handle_write(std::uint64_t id, const proto::WriteRequest& req, cons
   auto roots = make_roots(req.workspaces(), req.mode(), ctx);
   if (!roots.ok()) return error_frame(id, roots.status());
   if (std::find(roots->writable.begin(), roots->writable.end(), true) == roots->writable.end())
-    return proto::make_error(id, ErrorCode::permission_denied, "writes are refused in read-only mode");
+    return proto::make_error(id, ErrorCode::refused_by_policy, "writes are refused in read-only mode");
   std::string_view data;
   if (req.data()) data = {reinterpret_cast<const char*>(req.data()->data()), req.data()->size()};
   Status st = files::write_file(*roots, command_view(proto::str(req.path()), ctx), data, req.binary(), files::kDefaultWrite);

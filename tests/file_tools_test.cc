@@ -161,10 +161,10 @@ TEST_CASE("'..' is refused in every position, even when it would stay inside") {
   put(t.root + "/b", "b");
   for (const std::string& p :
        std::vector<std::string>{"..", "../x", "a/../b", "a/..", "./../root/b", "a/b/../../b"})
-    check_all_refuse(t, p, "path", 0, "'" + p + "': '..' is not allowed");
+    check_all_refuse(t, p, "path", EXDEV, "'" + p + "': '..' is not allowed");
   const std::string abs = t.root + "/../root/b";
-  check_all_refuse(t, abs, "path", 0, "'" + abs + "': '..' is not allowed");
-  check_refused(resolve(t.roots, "a/..", false), "path", 0, "'a/..': '..' is not allowed");
+  check_all_refuse(t, abs, "path", EXDEV, "'" + abs + "': '..' is not allowed");
+  check_refused(resolve(t.roots, "a/..", false), "path", EXDEV, "'a/..': '..' is not allowed");
 
   // Names that merely contain dots are names.
   put(t.root + "/a..b", "dots");
@@ -179,7 +179,7 @@ TEST_CASE("absolute paths outside every root are refused lexically") {
        std::vector<std::string>{std::string("/etc/passwd"), std::string("/"), t.outside + "/secret",
                                 t.base, t.root + "x/file", t.root.substr(0, t.root.size() - 1),
                                 std::string("/proc/self/root/etc/passwd")})
-    check_all_refuse(t, p, "path", 0, "'" + p + "': not beneath any allowed root");
+    check_all_refuse(t, p, "path", EXDEV, "'" + p + "': not beneath any allowed root");
 }
 
 TEST_CASE("empty paths and NUL bytes are refused") {
@@ -423,20 +423,20 @@ TEST_CASE("non-regular files are refused, and a fifo never blocks") {
                 "'fifo': is a fifo, not a regular file");
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
 
-  check_refused(read_text(t.roots, "dir", 0, 100), "type", 0,
+  check_refused(read_text(t.roots, "dir", 0, 100), "type", EISDIR,
                 "'dir': is a directory, not a regular file");
-  check_refused(read_bytes(t.roots, ".", 0, 100), "type", 0,
+  check_refused(read_bytes(t.roots, ".", 0, 100), "type", EISDIR,
                 "'.': is a directory, not a regular file");
-  check_refused(read_bytes(t.roots, "/dev/null", 0, 100), "path", 0,
+  check_refused(read_bytes(t.roots, "/dev/null", 0, 100), "path", EXDEV,
                 "'/dev/null': not beneath any allowed root");
   Roots dev{{"/dev"}, {false}};
   check_refused(read_bytes(dev, "null", 0, 100), "type", 0,
                 "'null': is a character device, not a regular file");
-  check_refused(write_file(t.roots, "dir", "x", false, 100), "type", 0,
+  check_refused(write_file(t.roots, "dir", "x", false, 100), "type", EISDIR,
                 "'dir': is a directory, not a regular file");
-  check_refused(write_file(t.roots, "file/", "x", false, 100), "type", 0,
+  check_refused(write_file(t.roots, "file/", "x", false, 100), "type", EISDIR,
                 "'file/': names a directory, not a file");
-  check_refused(write_file(t.roots, ".", "x", false, 100), "type", 0,
+  check_refused(write_file(t.roots, ".", "x", false, 100), "type", EISDIR,
                 "'.': names a directory, not a file");
   check_refused(list_dir(t.roots, "file", 10), "type", 0,
                 "'file': is a regular file, not a directory");

@@ -13,12 +13,17 @@ packages=(
   libspdlog-dev libfmt-dev
   libcli11-dev                        # command line parsing
   nlohmann-json3-dev                  # the JSON corral writes (--json, audit log, authorization)
+  python3-pytest                      # the Python client's tests (/usr/bin/python3 -m pytest)
+  nodejs                              # (and its npm) the MCP test drives `corral mcp` with the official SDK
   doctest-dev libbenchmark-dev
   libseccomp-dev
   clang libclang-rt-14-dev            # libFuzzer target for the frame decoder
   iproute2 procps                     # tests inspect processes and loopback
   bubblewrap                          # the benchmark compares against bwrap (bench only)
 )
+
+# Debian's own nodejs ships npm separately; NodeSource's bundles it (and conflicts with it).
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -27,12 +32,26 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "setup: installing ${missing[*]}"
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Test-only npm packages, pinned by tests/npm/package.json and its committed lockfile, go into
+# tests/npm/node_modules (ignored by git). `npm ci` installs exactly the lockfile; it runs only
+# when the lockfile changed since the last install.
+npm_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/npm"
+if [ -f "$npm_dir/package-lock.json" ]; then
+  stamp="$npm_dir/node_modules/.corral-lock"
+  if ! cmp -s "$npm_dir/package-lock.json" "$stamp" 2>/dev/null; then
+    echo "setup: npm ci in tests/npm"
+    (cd "$npm_dir" && npm ci --no-audit --no-fund --loglevel=error)
+    cp "$npm_dir/package-lock.json" "$stamp"
+  else
+    echo "setup: tests/npm packages present"
+  fi
+fi
