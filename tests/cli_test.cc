@@ -252,6 +252,32 @@ TEST_CASE("CLI matrix: each repeatable option takes one value, last before -- an
     CHECK(e.out == "echo:hi");
     CHECK(run({"worker", "stop", "--socket", socket, name}).exit_code == 0);
   };
+  // mcp has neither: the option is last on the line; the session's commands carry it.
+  auto mcp_call = [&](const std::string& socket, const std::vector<std::string>& options, const std::string& tool,
+                      const std::string& arguments) {
+    std::vector<std::string> args = {"mcp", "--socket", socket};
+    args.insert(args.end(), options.begin(), options.end());
+    std::string input = R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":")" + tool +
+                        R"(","arguments":)" + arguments + "}}\n";
+    CAPTURE(join(args));
+    auto r = run(args, input);
+    CHECK(r.exit_code == 0);
+    return r.out;
+  };
+  cases["mcp --workspace"] = [&](const std::string& socket, Place) {
+    auto out = mcp_call(socket, {"--workspace", ws.path}, "list_dir", "{}");
+    CHECK(out.find(R"("name":"f")") != std::string::npos);
+  };
+  cases["mcp --deny-read"] = [&](const std::string& socket, Place) {
+    auto out = mcp_call(socket, {"--workspace", ws.path, "--deny-read", secret}, "exec", R"({"argv":["/bin/cat",")" + secret + R"("]})");
+    CHECK(out.find(R"("isError":true)") != std::string::npos);
+    CHECK(out.find("hidden") == std::string::npos);
+  };
+  cases["mcp --protect"] = [&](const std::string& socket, Place) {
+    auto out = mcp_call(socket, {"--workspace", ws.path, "--protect", guarded}, "exec", R"({"argv":["/usr/bin/touch",")" + guarded + R"("]})");
+    CHECK(out.find(R"("isError":true)") != std::string::npos);
+    CHECK(out.find(R"("exit_code":1)") != std::string::npos);
+  };
   // serve has neither: the option is last on the line, and the supervisor it starts serves.
   cases["serve --allow-uid"] = [&](const std::string&, Place) {
     Server other({"--allow-uid", "4242", "--allow-uid", "4243"});

@@ -10,6 +10,7 @@
 #include "runtime/policy.h"
 #include "runtime/units.h"
 #include "tools/commands.h"
+#include "tools/mcp_server.h"
 #include "tools/options.h"
 #include "worker_proto/client.h"
 
@@ -308,6 +309,40 @@ int main(int argc, char** argv) {
   w_list->add_flag("--json", w_opts.json, "print as JSON");
   auto* w_logs = worker_sub("logs", "Print a worker's stdout and stderr (the latest 256 KiB).", true);
 
+  // mcp
+  cli::McpOptions mcp_opts;
+  mcp_opts.socket = default_socket;
+  auto* mcp = app.add_subcommand(
+      "mcp",
+      "Serve the Model Context Protocol on stdin/stdout (JSON-RPC 2.0, one message per line) for an agent host: "
+      "tools exec, read_file, write_file, list_dir, python, background_start/poll/stop. One scope per session, "
+      "with the policy given here (the model cannot widen it); closing stdin ends the session and everything "
+      "it started. See README, 'MCP'.");
+  mcp->add_option("--socket", mcp_opts.socket, kSocketHelp);
+  mcp->add_option("--mode", mcp_opts.mode, "read-only | workspace-write | danger-full-access (default workspace-write)")
+      ->type_name("MODE")->transform(mode_name());
+  mcp->add_option("--net", mcp_opts.net, "denied | allowed (default denied)")->type_name("NET")->transform(network_name());
+  add_repeatable(mcp, "--workspace", mcp_opts.workspaces,
+                 "a workspace root: writable in workspace-write mode; relative paths of the file tools start at the first");
+  add_repeatable(mcp, "--deny-read", mcp_opts.deny_read, "PATH masked inside every command");
+  add_repeatable(mcp, "--protect", mcp_opts.protect, "PATH kept read-only even inside a writable root");
+  mcp->add_option("--memory", mcp_opts.memory, "memory cap for each command's tree (4M to 1024G)")
+      ->type_name("SIZE")->transform(size_in(cap_limits::kMinMemory, cap_limits::kMaxMemory));
+  mcp->add_option("--pids", mcp_opts.pids, "cap on each command's processes and threads")
+      ->check(CLI::Range(std::uint64_t{1}, cap_limits::kMaxPids));
+  mcp->add_option("--cpu-time", mcp_opts.cpu_time_ms, "CPU time of each command's tree (e.g. 10m)")
+      ->type_name("DURATION")->transform(duration_in(cap_limits::kMinCpuTime, milliseconds::max()));
+  mcp->add_option("--cpus", mcp_opts.cpus, "CPU rate for each command, e.g. 0.5")->check(CLI::Range(1e-3, cap_limits::kMaxCpus));
+  mcp->add_option("--timeout", mcp_opts.default_timeout_ms, "a command's deadline when the model names none (default 2m)")
+      ->type_name("DURATION")->transform(duration_in(milliseconds(1), limits::kMaxTimeout));
+  mcp->add_option("--max-timeout", mcp_opts.max_timeout_ms, "the longest deadline the model may ask for (default 1h)")
+      ->type_name("DURATION")->transform(duration_in(milliseconds(1), limits::kMaxTimeout));
+  mcp->add_option("--max-output", mcp_opts.max_output, "output kept per command, stdout and stderr together (default 1M)")
+      ->type_name("SIZE")->transform(size_in(1, limits::kMaxOutput));
+  mcp->add_option("--max-message", mcp_opts.max_message, "largest JSON-RPC message read from stdin (default 8M)")
+      ->type_name("SIZE")->transform(size_in(4096, std::uint64_t{256} << 20));
+  mcp->add_flag("!--no-python", mcp_opts.python, "do not offer the python tool");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -332,6 +367,13 @@ int main(int argc, char** argv) {
     return cli::run_serve(serve_opts, log_level);
   }
   if (*exec) return cli::run_exec(exec_opts);
+  if (*mcp) {
+    if (mcp_opts.default_timeout_ms > mcp_opts.max_timeout_ms)
+      return cli::complain(cli::kUsage, "--timeout is over --max-timeout");
+    for (auto* paths : {&mcp_opts.workspaces, &mcp_opts.deny_read, &mcp_opts.protect})
+      for (auto& p : *paths) p = cli::absolute(p);
+    return cli::run_mcp(mcp_opts);
+  }
   if (*status) return cli::run_status(status_opts);
   if (*call) return cli::run_call(call_opts);
   if (*w_start) return cli::run_worker_start(w_opts);
