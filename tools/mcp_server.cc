@@ -31,7 +31,7 @@ using namespace std::chrono_literals;
 
 // Protocol revisions this server speaks, newest first (docs/protocol.md "corral mcp"). A client
 // asking for another one gets the newest, as the MCP lifecycle prescribes.
-constexpr const char* kProtocolVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};
+constexpr const char* kProtocolVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", "2024-10-07"};
 constexpr const char* kServerVersion = "0.1.0";
 constexpr const char* kWorkerName = "mcp-python";
 

@@ -57,7 +57,10 @@ def client(server):
 
 @pytest.fixture
 def workdir():
-    """A host directory for file tools (root owns it; the peer is root)."""
-    d = tempfile.mkdtemp(prefix="corral-pytest-ws-")
+    """A host directory for workspaces, outside /tmp (sandboxes see the host's /tmp nowhere):
+    in $CORRAL_TEST_WORK_DIR (the build tree) when set. World-writable, so the sandbox uid may
+    write it when the policy lets it."""
+    d = tempfile.mkdtemp(prefix="corral-pytest-ws-", dir=os.environ.get("CORRAL_TEST_WORK_DIR"))
+    os.chmod(d, 0o777)
     yield d
     subprocess.run(["rm", "-rf", d])

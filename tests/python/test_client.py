@@ -59,6 +59,9 @@ def test_unset_mode_and_network_stay_off_the_wire():
 def test_read_only_mode_and_caps(client, workdir):
     r = client.exec(["sh", "-c", "echo x > " + workdir + "/f"], mode="read-only", workspaces=[workdir])
     assert r.exit_code != 0 and not os.path.exists(workdir + "/f")
+    assert b"Read-only file system" in r.stderr
+    r = client.exec(["sh", "-c", "echo x > " + workdir + "/f"], mode="workspace-write", workspaces=[workdir])
+    assert r.ok and open(workdir + "/f").read() == "x\n"  # the control: the same write, allowed
     r = client.exec(["true"], caps=corral_client.Caps(memory_bytes=256 << 20, pids=64))
     assert r.ok
 
