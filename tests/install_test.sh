@@ -19,6 +19,7 @@ cmake --install "$build" --prefix "$scratch/first" > "$scratch/install.log"
 mv "$scratch/first" "$scratch/moved"  # nothing may depend on where it was installed
 prefix="$scratch/moved"
 for f in bin/corral share/corral/python/corral_eval_worker.py share/corral/python/corral_worker.py \
+         share/corral/python/corral_client/__init__.py share/corral/python/example_client.py \
          share/corral/python/corral/proto/Message.py share/doc/corral/README.md share/doc/corral/design.md \
          share/doc/corral/threat-model.md share/doc/corral/protocol.md; do
   [ -f "$prefix/$f" ] || { cat "$scratch/install.log"; echo "FAIL: $f was not installed"; exit 1; }
@@ -58,4 +59,8 @@ unshare --mount --propagation private bash -euo pipefail -c '
     *) echo "FAIL: worker start --python without the files said: $err"; exit 1 ;;
   esac
 '
+# The Python client imports from the installed directory alone (its generated package beside it).
+/usr/bin/python3 -I -c 'import sys; sys.path.insert(0, sys.argv[1]); import corral_client, corral.proto
+assert corral_client.__file__.startswith(sys.argv[1] + "/"), corral_client.__file__' "$prefix/share/corral/python"
 echo "ok: an installed, moved corral ran a Python evaluation with its own Python files"
+echo "ok: the installed Python client imports"

@@ -11,7 +11,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(os.path.dirname(HERE))
 CORRAL = os.environ.get("CORRAL_BINARY", os.path.join(SOURCE, "build", "tools", "corral"))
-PROTO = os.environ.get("CORRAL_PYTHON_DIR", os.path.join(SOURCE, "build", "worker_proto", "python"))
+PROTO = os.environ.get("CORRAL_PYTHON_DIR", os.path.join(SOURCE, "build", "share", "corral", "python"))
 sys.path[0:0] = [os.path.join(SOURCE, "worker_proto", "python"), PROTO]
 
 

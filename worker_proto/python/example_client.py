@@ -1,8 +1,7 @@
 #!/usr/bin/python3
 """A runnable tour of corral_client (README "Python client"); tests/python runs it.
 
-    PYTHONPATH=worker_proto/python:build/worker_proto/python /usr/bin/python3 \
-        worker_proto/python/example_client.py [SOCKET]
+    PYTHONPATH=build/share/corral/python /usr/bin/python3 worker_proto/python/example_client.py [SOCKET]
 """
 import sys
 

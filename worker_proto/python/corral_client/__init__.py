@@ -7,7 +7,7 @@
 
 Client (blocking) and AsyncClient (asyncio) have the same methods. Needs Debian's
 python3-flatbuffers (run with /usr/bin/python3) and the generated package corral.proto on
-sys.path (build/worker_proto/python, or the installed share/corral/python).
+sys.path (build/share/corral/python, or the installed <prefix>/share/corral/python).
 """
 
 from ._sync import Background, Client, ExecStream, Scope, Worker, connect

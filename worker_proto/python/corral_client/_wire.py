@@ -28,8 +28,8 @@ try:
                               WriteRequest, WriteResult)
 except ImportError as e:  # pragma: no cover - a setup problem, said plainly
     raise ImportError(
-        "corral_client needs the generated package corral.proto (build/worker_proto/python, or "
-        "the installed share/corral/python) on sys.path and Debian's python3-flatbuffers "
+        "corral_client needs the generated package corral.proto (build/share/corral/python, or "
+        "the installed <prefix>/share/corral/python) on sys.path and Debian's python3-flatbuffers "
         "(run with /usr/bin/python3): %s" % e) from None
 
 from . import errors
