@@ -316,8 +316,8 @@ int main(int argc, char** argv) {
       "mcp",
       "Serve the Model Context Protocol on stdin/stdout (JSON-RPC 2.0, one message per line) for an agent host: "
       "tools exec, read_file, write_file, list_dir, python, background_start/poll/stop. One scope per session, "
-      "with the policy given here (the model cannot widen it); closing stdin ends the session and everything "
-      "it started. See README, 'MCP'.");
+      "with the policy given here (the model cannot widen it); once stdin closes and the calls in flight are "
+      "answered, the session ends with everything it started. See README, 'MCP'.");
   mcp->add_option("--socket", mcp_opts.socket, kSocketHelp);
   mcp->add_option("--mode", mcp_opts.mode, "read-only | workspace-write | danger-full-access (default workspace-write)")
       ->type_name("MODE")->transform(mode_name());
@@ -341,7 +341,8 @@ int main(int argc, char** argv) {
       ->type_name("SIZE")->transform(size_in(1, limits::kMaxOutput));
   mcp->add_option("--max-message", mcp_opts.max_message, "largest JSON-RPC message read from stdin (default 8M)")
       ->type_name("SIZE")->transform(size_in(4096, std::uint64_t{256} << 20));
-  mcp->add_flag("!--no-python", mcp_opts.python, "do not offer the python tool");
+  bool mcp_no_python = false;
+  mcp->add_flag("--no-python", mcp_no_python, "do not offer the python tool");
 
   try {
     app.parse(argc, argv);
@@ -370,6 +371,7 @@ int main(int argc, char** argv) {
   if (*mcp) {
     if (mcp_opts.default_timeout_ms > mcp_opts.max_timeout_ms)
       return cli::complain(cli::kUsage, "--timeout is over --max-timeout");
+    mcp_opts.python = !mcp_no_python;
     for (auto* paths : {&mcp_opts.workspaces, &mcp_opts.deny_read, &mcp_opts.protect})
       for (auto& p : *paths) p = cli::absolute(p);
     return cli::run_mcp(mcp_opts);

@@ -161,6 +161,9 @@ async function main() {
   const pending = client.callTool({ name: "exec", arguments: { command: `sleep ${seconds} & sleep ${seconds}; wait` } },
     undefined, { signal: ac.signal });
   await waitFor("the long command", () => processesWith(`sleep ${seconds}`).length >= 2);
+  await client.ping();  // answered while the command runs
+  r = await client.callTool({ name: "exec", arguments: { command: "echo meanwhile" } });
+  assert.equal(r.structuredContent.stdout, "meanwhile\n", "another call completes while the long one runs");
   ac.abort("the test cancels it");
   await assert.rejects(pending);
   await waitFor("the cancelled command's whole tree to be gone", () => processesWith(`sleep ${seconds}`).length === 0);
