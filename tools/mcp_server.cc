@@ -188,8 +188,6 @@ class Server {
   json refusal(const proto::Error& e) const;
   bool open_scope();
   proto::FileArgs file_args(const std::string& path) const;
-  // Why `path` may not be touched by the file tools under --deny-read/--protect, or "".
-  std::string guarded(const std::string& path, bool writing) const;
   std::optional<std::uint64_t> timeout_arg(const json& args, std::string& error) const;
 
   const McpOptions& o_;
@@ -239,6 +237,12 @@ bool Server::open_scope() {
   a.mode = wire_mode(o_.mode);
   a.network = wire_network(o_.net);
   a.workspaces = o_.workspaces;
+  a.deny_read = o_.deny_read;
+  a.protect = o_.protect;
+  a.memory_bytes = o_.memory.value_or(0);
+  a.pids = o_.pids.value_or(0);
+  a.cpu_time_ms = o_.cpu_time_ms.value_or(0);
+  a.cpus = o_.cpus.value_or(0);
   proto::Received reply;
   if (!client_->call(1, proto::make_scope_create(1, a), reply)) return complain(kFailed, client_->error()), false;
   if (const auto* e = reply.msg->body_as_Error()) return complain(kFailed, "cannot create the session's scope: " + proto::str(e->message())), false;
@@ -613,28 +617,9 @@ proto::FileArgs Server::file_args(const std::string& path) const {
   return f;
 }
 
-// The supervisor's file tools apply the mode and the roots; --deny-read and --protect are the
-// mount layer's job inside commands (docs/design.md). A name check here could be walked around
-// by a link the model plants in a writable root, so while any guard is set the file tools serve
-// only the session's temp dir (which holds no guarded host path), and everything else goes
-// through exec, where the sandbox enforces the guards.
-std::string Server::guarded(const std::string& path, bool writing) const {
-  std::vector<std::string> guards = o_.deny_read;
-  if (writing) guards.insert(guards.end(), o_.protect.begin(), o_.protect.end());
-  if (guards.empty()) return {};
-  if (path == "/tmp" || path.rfind("/tmp/", 0) == 0) {
-    for (const auto& g : guards)
-      if (g == "/tmp" || g.rfind("/tmp/", 0) == 0) return "the file tools are off for /tmp while it holds a guarded path (" + g + ")";
-    return {};  // the session's own temp dir: no host path is guarded there
-  }
-  return "the file tools are off beneath the workspace while --deny-read/--protect guard paths there "
-         "(a link could lead into them); use exec (e.g. cat, tee), where the sandbox enforces the guards";
-}
-
 void Server::tool_read(const json& id, const json& args) {
   if (!args.contains("path") || !args["path"].is_string()) return reply(id, tool_error("path must be a string"));
   const std::string path = args["path"];
-  if (std::string why = guarded(path, false); !why.empty()) return reply(id, tool_error(why, "refused_by_policy"));
   proto::FileArgs f = file_args(path);
   if (args.contains("offset")) {
     if (!args["offset"].is_number_unsigned()) return reply(id, tool_error("offset must be a non-negative integer"));
@@ -671,7 +656,6 @@ void Server::tool_write(const json& id, const json& args) {
   if (!args.contains("path") || !args["path"].is_string()) return reply(id, tool_error("path must be a string"));
   if (!args.contains("content") || !args["content"].is_string()) return reply(id, tool_error("content must be a string"));
   const std::string path = args["path"];
-  if (std::string why = guarded(path, true); !why.empty()) return reply(id, tool_error(why, "refused_by_policy"));
   proto::FileArgs f = file_args(path);
   f.data = args["content"].get<std::string>();
   const std::uint64_t rid = next_id();
@@ -694,7 +678,6 @@ void Server::tool_list_dir(const json& id, const json& args) {
     if (!args["path"].is_string()) return reply(id, tool_error("path must be a string"));
     path = args["path"];
   }
-  if (std::string why = guarded(path, false); !why.empty()) return reply(id, tool_error(why, "refused_by_policy"));
   const std::uint64_t rid = next_id();
   Pending p;
   p.rpc_id = id;

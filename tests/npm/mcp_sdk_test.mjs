@@ -224,6 +224,22 @@ async function main() {
   assert.match(refused.content[0].text, /read-only/);
   assert.equal(out.replies.find((m) => m.id === 2).result.isError, true);
   assert.ok(!fs.existsSync(path.join(workspace, "x.txt")) && !fs.existsSync(path.join(workspace, "y.txt")));
+
+  // --deny-read binds the file tools as it binds commands: the session's scope carries it.
+  fs.writeFileSync(path.join(workspace, "secret.txt"), "hidden\n");
+  fs.symlinkSync("secret.txt", path.join(workspace, "innocent.txt"));
+  out = await raw(["--workspace", workspace, "--deny-read", path.join(workspace, "secret.txt")], [
+    JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "read_file", arguments: { path: "secret.txt" } } }),
+    JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "read_file", arguments: { path: "innocent.txt" } } }),
+    JSON.stringify({ jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "exec", arguments: { command: "cat secret.txt", cwd: workspace } } }),
+    JSON.stringify({ jsonrpc: "2.0", id: 4, method: "tools/call", params: { name: "read_file", arguments: { path: "README.txt" } } }),
+  ]);
+  for (const id of [1, 2, 3]) {
+    const res = out.replies.find((m) => m.id === id).result;
+    assert.equal(res.isError, true, JSON.stringify(res));
+    assert.ok(!JSON.stringify(res).includes("hidden"), JSON.stringify(res));
+  }
+  assert.equal(out.replies.find((m) => m.id === 4).result.structuredContent.content, "in the workspace\n");
   console.log("mcp_sdk_test: all checks passed");
 }
 

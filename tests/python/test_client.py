@@ -254,3 +254,20 @@ def test_example_script_runs(server):
     assert out.stdout.splitlines() == [
         "exited 0 hello from the sandbox", "kept in the scope's temp dir", "stdout line 1",
         "stdout line 2", "stdout line 3", "python says 42"], out.stdout
+
+
+def test_scope_policy_is_a_ceiling(client, workdir):
+    open(workdir + "/secret", "w").write("hidden\n")
+    open(workdir + "/kept", "w").write("kept\n")
+    with client.scope(mode="read-only", workspaces=[workdir], deny_read=[workdir + "/secret"],
+                      protect=[workdir + "/kept"]) as scope:
+        # mode and network left unset: the scope's (read-only), not the wire's old default.
+        r = scope.exec(["sh", "-c", "echo x > " + workdir + "/new"], workspaces=[workdir])
+        assert r.exit_code != 0 and not os.path.exists(workdir + "/new")
+        with pytest.raises(corral_client.RefusedByPolicy):
+            scope.exec(["true"], mode="workspace-write")  # wider than the ceiling
+        with pytest.raises(corral_client.RefusedByPolicy):
+            scope.read(workdir + "/secret", workspaces=[workdir])  # the file tools obey --deny-read
+        assert scope.read(workdir + "/kept", workspaces=[workdir]).text == "kept\n"
+        with pytest.raises(corral_client.RefusedByPolicy):
+            scope.write(workdir + "/kept", "no", workspaces=[workdir])

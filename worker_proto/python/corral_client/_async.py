@@ -243,11 +243,14 @@ class AsyncClient:
 
     async def scope(self, id: Optional[str] = None, *, parent: Optional[str] = None,
                     detach: bool = False, mode: Optional[w.Mode] = None,
-                    network: Optional[w.Network] = None, workspaces: Sequence[str] = ()) -> "AsyncScope":
+                    network: Optional[w.Network] = None, workspaces: Sequence[str] = (),
+                    deny_read: Sequence[str] = (), protect: Sequence[str] = (),
+                    caps: Optional[Caps] = None) -> "AsyncScope":
         if id is not None:
             return AsyncScope(self, id, "", created=False)
         rid = self._id()
-        body = await self._simple(w.scope_create(rid, parent, detach, mode, network, workspaces), rid,
+        body = await self._simple(w.scope_create(rid, parent, detach, mode, network, workspaces, deny_read,
+                                          protect, caps), rid,
                                   w.B.ScopeCreated)
         return AsyncScope(self, w.text(body.Id()), w.text(body.TempDir()), created=True)
 

@@ -217,14 +217,17 @@ class Client:
 
     def scope(self, id: Optional[str] = None, *, parent: Optional[str] = None, detach: bool = False,
               mode: Optional[w.Mode] = None, network: Optional[w.Network] = None,
-              workspaces: Sequence[str] = ()) -> "Scope":
-        """Creates a scope (its policy a ceiling for what runs in it), or with `id` reattaches to
+              workspaces: Sequence[str] = (), deny_read: Sequence[str] = (),
+              protect: Sequence[str] = (), caps: Optional[Caps] = None) -> "Scope":
+        """Creates a scope (its policy -- mode, network, workspaces, deny_read, protect, caps -- a
+        ceiling for everything that runs in it, file tools included), or with `id` reattaches to
         an existing one. Use it as a context manager: leaving the block closes a scope this call
         created (a reattached one is closed only by close())."""
         if id is not None:
             return Scope(self, id, "", created=False)
         rid = self._id()
-        body = self._simple(w.scope_create(rid, parent, detach, mode, network, workspaces), rid,
+        body = self._simple(w.scope_create(rid, parent, detach, mode, network, workspaces, deny_read,
+                                          protect, caps), rid,
                             w.B.ScopeCreated)
         return Scope(self, w.text(body.Id()), w.text(body.TempDir()), created=True)
 

@@ -229,10 +229,16 @@ def status_request(request_id: int) -> bytes:
 
 
 def scope_create(request_id: int, parent: Optional[str], detach: bool, mode: Optional[Mode],
-                 network: Optional[Network], workspaces: Sequence[str]) -> bytes:
+                 network: Optional[Network], workspaces: Sequence[str], deny_read: Sequence[str] = (),
+                 protect: Sequence[str] = (), caps: Optional[Union[Caps, Mapping[str, float]]] = None) -> bytes:
+    caps = caps if isinstance(caps, Caps) or caps is None else Caps(**caps)
     return frame(request_id, Body.Body.ScopeCreate, lambda b: _table(b, ScopeCreate, [
         ("Parent", parent or None), ("Detach", detach or None), ("Mode", _mode(mode)),
-        ("Network", _network(network)), ("Workspaces", list(workspaces) or None)]))
+        ("Network", _network(network)), ("Workspaces", list(workspaces) or None),
+        ("DenyRead", list(deny_read) or None), ("Protect", list(protect) or None),
+        ("MemoryBytes", caps and caps.memory_bytes), ("Pids", caps and caps.pids),
+        ("CpuTimeMs", caps and _ms(caps.cpu_time, "cpu_time")), ("Cpus", caps and caps.cpus),
+        ("MaxFileSize", caps and caps.max_file_size)]))
 
 
 def scope_close(request_id: int, scope_id: str) -> bytes:
