@@ -110,8 +110,8 @@ StatusOr<UniqueFd> listen_on(const std::string& path, bool shared) {
 
 class Server {
  public:
-  Server(asio::io_context& io, Context& ctx, UniqueFd listen_fd)
-      : io_(io), ctx_(ctx), acceptor_(io), signals_(io, SIGINT, SIGTERM) {
+  Server(asio::io_context& io, Context& ctx, UniqueFd listen_fd, asio::signal_set& signals)
+      : io_(io), ctx_(ctx), acceptor_(io), signals_(signals) {
     acceptor_.assign(stream_protocol(), listen_fd.release());
   }
 
@@ -209,7 +209,7 @@ class Server {
   asio::io_context& io_;
   Context& ctx_;
   stream_protocol::acceptor acceptor_;
-  asio::signal_set signals_;
+  asio::signal_set& signals_;
   std::list<std::weak_ptr<Connection>> connections_;
   bool stopping_ = false;
 };
@@ -255,6 +255,9 @@ Status serve(const ServerOptions& options_in) {
   for (const auto& line : clean_dead_instances(registry)) spdlog::info("crash cleanup: {}", line);
   // Our own record, destroyed last (after the temp dir and the cgroups it lists are gone).
   std::optional<InstanceRecord> record;
+  // Declared before the Context: everything the Context owns (background records, workers,
+  // scopes, their timers and descriptors) belongs to this io_context and must die first.
+  asio::io_context io(1);
   // Scope temp dirs live in a directory of our own (0711: nobody can list it), masked in
   // every sandbox like the socket dir, so that no command sees another scope's temp dir.
   std::string base = options.temp_root + "/corral-" + std::to_string(::getpid()) + "-XXXXXX";
@@ -280,15 +283,15 @@ Status serve(const ServerOptions& options_in) {
   if (Status st = prepare_directory(dir, shared); !st.ok()) return st;
   UniqueFd lock_fd;
   if (Status st = claim_path(options.socket_path, lock_fd); !st.ok()) return st;
+  // SIGTERM and SIGINT are ours from before the socket listens: a client may connect (and a
+  // stop may come) before the server is started; a signal that comes early waits for it.
+  asio::signal_set signals(io, SIGINT, SIGTERM);
   auto listen_fd = listen_on(options.socket_path, shared);
   if (!listen_fd.ok()) return listen_fd.status();
 
   // A peer that vanishes mid-write must not kill us.
   ::signal(SIGPIPE, SIG_IGN);
 
-  // Declared before the Context: everything the Context owns (background records, workers,
-  // scopes, their timers and descriptors) belongs to this io_context and must die first.
-  asio::io_context io(1);
   Context ctx;
   options.hidden_paths.push_back(dir);
   ctx.options = options;
@@ -309,7 +312,7 @@ Status serve(const ServerOptions& options_in) {
 
   ctx.scopes = std::make_unique<ScopeRegistry>(options.temp_root, ctx.host.get());
   ctx.background = std::make_unique<BackgroundTable>(io);
-  Server server(io, ctx, std::move(listen_fd).value());
+  Server server(io, ctx, std::move(listen_fd).value(), signals);
   server.start();
   spdlog::info("corral supervisor pid {} serving {} (max frame {}, max connections {} ({} per uid), max in flight {})",
                ::getpid(), options.socket_path, format_size(options.max_frame), options.max_connections,

@@ -333,3 +333,20 @@ TEST_CASE("a live supervisor's leftovers are never taken for a dead one's") {
   CHECK(cli({"exec", "--", "true"}, live.socket()).exit_code == 0);
   CHECK(next.log().find(before[0]) == std::string::npos);
 }
+
+// The harness itself (tests/test_util.h): each of these must fail.
+TEST_CASE("harness: a test whose supervisor crashes fails" * doctest::should_fail()) {
+  Server s;
+  ::kill(s.pid(), SIGSEGV);
+  std::this_thread::sleep_for(200ms);
+}
+
+TEST_CASE("harness: a test whose supervisor exits non-zero fails" * doctest::should_fail()) {
+  Server s({"--max-in-flight", "0"});  // refused: exit 2
+}
+
+TEST_CASE("harness: a test whose supervisor reports a sanitizer error fails" * doctest::should_fail()) {
+  Server s;
+  // The audit line quotes the command: the supervisor's log then holds what a report holds.
+  cli({"exec", "--", "echo", "ERROR: AddressSanitizer: heap-use-after-free"}, s.socket());
+}

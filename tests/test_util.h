@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <doctest/doctest.h>
+
 #include <asio/io_context.hpp>
 #include <algorithm>
 #include <chrono>
@@ -178,7 +180,16 @@ inline int wait_process(pid_t pid, std::chrono::milliseconds limit = std::chrono
   return status;
 }
 
+// True if `log` holds a sanitizer's report (ASan, LSan, UBSan).
+inline bool has_sanitizer_report(const std::string& log) {
+  return log.find("ERROR: AddressSanitizer") != std::string::npos ||
+         log.find("ERROR: LeakSanitizer") != std::string::npos || log.find("runtime error:") != std::string::npos ||
+         log.find("SUMMARY: UndefinedBehaviorSanitizer") != std::string::npos;
+}
+
 // A real `corral serve` on a socket in its own temp dir, stopped (SIGTERM) on destruction.
+// The test fails, showing the supervisor's log, if the supervisor exits other than with
+// status 0 when stopped, dies before that, or prints a sanitizer report.
 class Server {
  public:
   explicit Server(std::vector<std::string> extra_args = {}, std::vector<std::string> extra_env = {}) {
@@ -195,11 +206,23 @@ class Server {
         std::chrono::seconds(20));
   }
   ~Server() { stop(); }
+  // Stops the supervisor (SIGTERM) and returns its wait status; judges how it ended.
   int stop() {
     if (pid_ <= 0) return status_;
-    ::kill(pid_, SIGTERM);
-    status_ = wait_process(pid_, std::chrono::seconds(30));
+    int status = 0;
+    const bool died_early = ::waitpid(pid_, &status, WNOHANG) == pid_;
+    if (!died_early) {
+      ::kill(pid_, SIGTERM);
+      status = wait_process(pid_, std::chrono::seconds(30));
+    }
+    status_ = status;
     pid_ = -1;
+    const std::string text = log();
+    if (died_early)
+      FAIL_CHECK("the supervisor died before it was stopped (wait status " << status << "); its log:\n" << text);
+    else if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      FAIL_CHECK("the supervisor did not exit 0 on SIGTERM (wait status " << status << "); its log:\n" << text);
+    if (has_sanitizer_report(text)) FAIL_CHECK("the supervisor's log holds a sanitizer report:\n" << text);
     return status_;
   }
   std::unique_ptr<proto::Client> connect() {
