@@ -303,6 +303,13 @@ struct Execution::State : std::enable_shared_from_this<State> {
       if (decided) result.status = *decided;
       else result.status = exit.exited ? ExitStatus::exited : ExitStatus::signaled;
     }
+    // A finished command holds no descriptor: a handle kept for its result (a background
+    // command's record, kept until polled) must not pin its pipes, pidfds or report pipe.
+    out.close(ignored);
+    err.close(ignored);
+    pidfd.close(ignored);
+    process.close_pidfd();
+    sandbox.reset();
     if (done) {
       auto handler = std::move(done);
       done = nullptr;

@@ -40,6 +40,10 @@ class Process {
   void signal_group(int sig) const;
   // Reaps the child if it has exited (WNOHANG unless `block`). Returns false if still running.
   bool reap(ExitInfo& info, bool block = false);
+  // Once reaped, the pidfd has nothing left to say; closes it (the pid stays for pid()).
+  void close_pidfd() {
+    if (reaped_) pidfd_.reset();
+  }
 
  private:
   pid_t pid_ = -1;
