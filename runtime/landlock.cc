@@ -103,7 +103,7 @@ StatusOr<UniqueFd> build_landlock_ruleset(const LandlockPolicy& policy) {
                                                 : "(not supported by this kernel)");
   }
   const int abi = static_cast<int>(v);
-  const std::uint64_t handled_fs = fs_rights_for_abi(abi);
+  const std::uint64_t handled_fs = policy.handle_fs ? fs_rights_for_abi(abi) : 0;
   RulesetAttr attr{handled_fs, 0, 0};
   if (abi >= 4 && policy.deny_tcp) attr.handled_access_net = kNetBindTcp | kNetConnectTcp;
   if (abi >= 6) {
@@ -118,6 +118,7 @@ StatusOr<UniqueFd> build_landlock_ruleset(const LandlockPolicy& policy) {
   UniqueFd ruleset(static_cast<int>(::syscall(kSysCreateRuleset, &attr, size, 0)));
   if (!ruleset) return Status::from_errno("landlock", errno, "create ruleset");
 
+  if (!policy.handle_fs) return ruleset;
   constexpr std::uint64_t kReadRights = kFsExecute | kFsReadFile | kFsReadDir;
   constexpr std::uint64_t kWriteFileRights = kFsReadFile | kFsWriteFile | kFsTruncate | kFsIoctlDev;
   for (const auto& path : policy.read_roots) {

@@ -34,6 +34,7 @@ struct LandlockPolicy {
   bool deny_tcp = true;                   // ABI>=4: handle bind/connect TCP with no rule (= denied)
   bool scope_signals = true;              // ABI>=6: the sandbox cannot signal processes outside it
   bool scope_abstract_unix = true;        // ABI>=6: nor connect to abstract unix sockets outside it
+  bool handle_fs = true;                  // false: no file rights handled (a domain for scopes/TCP only)
 };
 
 // Parent side: creates a ruleset handling every file right the running ABI knows (plus TCP and

@@ -31,6 +31,7 @@ constexpr std::array<Entry, kLayerCount> kNames = {{
     {Layer::rlimits, "rlimits"},
     {Layer::caps_dropped, "caps-dropped"},
     {Layer::idmapped_mounts, "idmapped-mounts"},
+    {Layer::host_ipc, "host-ipc"},
     {Layer::mount_view, "mount-view"},
 }};
 

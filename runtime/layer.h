@@ -36,6 +36,7 @@ enum class Layer : std::uint8_t {
   rlimits,
   caps_dropped,
   idmapped_mounts,
+  host_ipc,
   mount_view,
 };
 inline constexpr std::size_t kLayerCount = static_cast<std::size_t>(Layer::mount_view) + 1;

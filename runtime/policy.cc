@@ -1,6 +1,13 @@
 #include "runtime/policy.h"
 
 #include <filesystem>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "runtime/unique_fd.h"
 
 #include <stdlib.h>
 
@@ -233,6 +240,34 @@ StatusOr<Policy> narrow(const Policy& scope, Ceiling ceiling, const PolicyReques
       if (b.writable)
         return Status::invalid("--bind " + b.source + ":" + b.target + ":rw is not allowed in read-only mode");
   return out;
+}
+
+Status resolve_allow_sockets(Policy& policy) {
+  if (policy.allow_sockets.size() > kMaxAllowedSockets)
+    return Status::invalid("too many --allow-socket paths (max " + std::to_string(kMaxAllowedSockets) + ")");
+  for (auto& a : policy.allow_sockets) {
+    if (Status st = check_path("--allow-socket", a.path); !st.ok()) return st;
+    // No symlink anywhere: a link planted in a directory a sandbox can write must not turn
+    // the name the peer gave into another socket. Name the socket by its real path.
+    struct open_how how {};
+    how.flags = O_PATH | O_CLOEXEC;
+    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, a.path.c_str(), &how, sizeof how)));
+    if (!fd) {
+      if (errno == ELOOP)
+        return Status::invalid("--allow-socket " + a.path + " goes through a symlink: name the socket by its real path");
+      return Status::from_errno("path", errno, "--allow-socket '" + a.path + "'");
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) < 0) return Status::from_errno("path", errno, "--allow-socket '" + a.path + "'");
+    if (!S_ISSOCK(st.st_mode)) return Status::invalid("--allow-socket " + a.path + " is not a socket");
+    a.dev = st.st_dev;
+    a.ino = st.st_ino;
+    a.uid = st.st_uid;
+    a.gid = st.st_gid;
+    a.mode = st.st_mode & 07777;
+  }
+  return {};
 }
 
 }  // namespace corral

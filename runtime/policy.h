@@ -29,6 +29,16 @@ struct Bind {
   bool writable = false;
 };
 
+// A host socket a request names with --allow-socket: reachable from the confining modes,
+// where every other host socket is not (docs/threat-model.md, "Host IPC"). normalize()
+// resolves the path (no symlinks anywhere on it) and records what it found.
+struct AllowedSocket {
+  std::string path;
+  std::uint64_t dev = 0, ino = 0;  // the socket's identity: the broker allows exactly this inode
+  std::uint32_t uid = 0, gid = 0, mode = 0;
+};
+inline constexpr std::size_t kMaxAllowedSockets = 16;
+
 struct Caps {
   std::optional<std::uint64_t> memory_bytes;       // whole tree (cgroup)
   std::optional<std::uint64_t> pids;               // whole tree (cgroup)
@@ -56,8 +66,14 @@ struct Policy {
   std::vector<std::string> deny_read;    // masked inside
   std::vector<std::string> protect;      // read-only even inside a writable root
   std::vector<Bind> binds;
+  std::vector<AllowedSocket> allow_sockets;  // --allow-socket, also shown at its own path
   Caps caps;
 };
+
+// --allow-socket: checks each path (absolute, no "..", at most kMaxAllowedSockets), opens it
+// with no symlink anywhere on the way, and records the socket's identity (refused if it is not
+// a socket). The message names the option.
+Status resolve_allow_sockets(Policy& policy);
 
 // Checks shapes and bounds (absolute paths, no "..", caps in range, binds ro in read-only
 // mode) and canonicalizes paths that must exist (realpath). The message names the option.

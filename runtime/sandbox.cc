@@ -15,6 +15,7 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 
 #include "runtime/landlock.h"
 #include "runtime/sandbox_plan.h"
@@ -89,6 +90,9 @@ std::string errno_reason(const std::string& what, int err) {
 struct SandboxHost::Impl {
   std::unique_ptr<CgroupManager> cgroups;
   std::optional<SeccompProgram> seccomp_denied, seccomp_allowed, seccomp_full;
+  // The confining modes' filters: connect() goes to the broker (runtime/connect_broker.h).
+  std::optional<SeccompProgram> seccomp_denied_broker, seccomp_allowed_broker;
+  UniqueFd init_landlock_denied, init_landlock_allowed;  // init's own domain, by network
   bool idmap = false;
   UniqueFd host_netns;  // ours, to come back to after cloning into a scope's namespace
   // The death pipe: every sandbox's init watches the read end; the write end is ours alone
@@ -173,6 +177,57 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
                             : full.status().message());
   }
 
+  // Host IPC: the broker needs seccomp user notification with a listener we may create here
+  // (not nested under another one), pidfds for threads (6.9), and Landlock's abstract-socket
+  // and signal scopes (ABI 6) for init's own domain.
+  {
+    SeccompPolicy d, a;
+    d.deny_network = true;
+    a.deny_network = false;
+    d.deny_vsock = a.deny_vsock = true;
+    d.broker_connect = a.broker_connect = true;
+    auto denied_b = build_seccomp_program(d);
+    auto allowed_b = build_seccomp_program(a);
+    std::string why;
+    if (!denied_b.ok() || !allowed_b.ok()) why = (!denied_b.ok() ? denied_b.status() : allowed_b.status()).message();
+    if (why.empty() && landlock_abi() < 6)
+      why = "needs Landlock ABI 6 (abstract-socket scoping), this kernel has " + std::to_string(landlock_abi());
+    if (why.empty()) {
+      UniqueFd self(static_cast<int>(::syscall(434 /* pidfd_open */, ::gettid(), O_EXCL /* PIDFD_THREAD */)));
+      if (!self) why = errno_reason("pidfd_open(PIDFD_THREAD) (Linux 6.9)", errno);
+    }
+    if (why.empty()) {
+      for (bool deny : {true, false}) {
+        // TCP as the command's own domain has it (launch(): not handled; the network
+        // namespace is the barrier), so the two stay the same per network setting.
+        LandlockPolicy lp;
+        lp.handle_fs = false;
+        lp.deny_tcp = false;
+        auto rs = build_landlock_ruleset(lp);
+        if (!rs.ok()) {
+          why = rs.status().message();
+          break;
+        }
+        (deny ? host->impl_->init_landlock_denied : host->impl_->init_landlock_allowed) = std::move(rs).value();
+      }
+    }
+    if (why.empty())
+      if (Status st = probe_seccomp_notify(); !st.ok()) why = st.message();
+    if (why.empty()) {
+      host->impl_->seccomp_denied_broker.emplace(std::move(denied_b).value());
+      host->impl_->seccomp_allowed_broker.emplace(std::move(allowed_b).value());
+      add(Layer::host_ipc, true,
+          "connect() brokered by the sandbox's init: host Unix sockets only with --allow-socket; "
+          "no Unix datagram sockets; abstract sockets scoped (Landlock)");
+    } else {
+      add(Layer::host_ipc, false, why);
+    }
+  }
+  if (host->options_.run_keep.empty()) {
+    std::unique_ptr<char, decltype(&free)> real(::realpath("/etc/resolv.conf", nullptr), &free);
+    if (real && std::string(real.get()).rfind("/run/", 0) == 0) host->options_.run_keep.push_back(real.get());
+  }
+
   host->impl_->cgroups = CgroupManager::create(host->options_.cgroup_root);
   const CgroupCapabilities& cg = host->impl_->cgroups->capabilities();
   add(Layer::cgroup_memory, cg.memory, cg.memory_reason);
@@ -240,8 +295,16 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
     Policy p;
     p.network = Network::allowed;  // the view only; the network layer was probed above
     add(Layer::mount_view, true, "being probed");
+    // The view is probed with or without the broker (a host without it still runs
+    // danger-full-access, which needs the view too): while it runs, host-ipc does not stop it.
+    LayerReport* host_ipc = nullptr;
+    for (auto& l : layers)
+      if (l.layer == Layer::host_ipc) host_ipc = &l;
+    const LayerReport saved = host_ipc ? *host_ipc : LayerReport{};
+    if (host_ipc) host_ipc->available = true;
     auto launched = host->launch(s, p, host->options_.temp_root, "probe");
     layers.pop_back();
+    if (host_ipc) *host_ipc = saved;
     if (launched.ok()) {
       ExitInfo info;
       launched->init.reap(info, true);
@@ -259,7 +322,10 @@ Status SandboxHost::check(const Policy& policy) const {
   std::vector<Layer> needed = {Layer::user_ns, Layer::mount_ns,   Layer::pid_ns,  Layer::ipc_ns,
                                Layer::uts_ns,  Layer::cgroup_ns, Layer::mount_view, Layer::seccomp};
   if (policy.network == Network::denied) needed.push_back(Layer::net_ns);
-  if (policy.mode != Mode::danger_full_access) needed.push_back(Layer::landlock);
+  if (policy.mode != Mode::danger_full_access) {
+    needed.push_back(Layer::landlock);
+    needed.push_back(Layer::host_ipc);
+  }
   if (policy.caps.memory_bytes) needed.push_back(Layer::cgroup_memory);
   if (policy.caps.pids) needed.push_back(Layer::cgroup_pids);
   if (policy.caps.cpus) needed.push_back(Layer::cgroup_cpu);
@@ -373,9 +439,16 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   };
   std::vector<BindSpec> binds;
   binds.push_back({temp_dir, "/tmp", true});
+  // /var/tmp is private like /tmp: the same scope temp dir.
+  struct stat var_tmp {};
+  if (!full && ::lstat("/var/tmp", &var_tmp) == 0 && S_ISDIR(var_tmp.st_mode)) binds.push_back({temp_dir, "/var/tmp", true});
   if (policy.mode != Mode::read_only)
     for (const auto& w : policy.workspaces) binds.push_back({w, w, true});
   for (const auto& b : policy.binds) binds.push_back({b.source, b.target, b.writable && policy.mode != Mode::read_only});
+  // Each --allow-socket at its own path (read-only), so that it is there even where the view
+  // is empty (/run) or private (/tmp). What the broker allows is the inode normalize() found.
+  if (!full)
+    for (const auto& a : policy.allow_sockets) binds.push_back({a.path, a.path, false});
   if (binds.size() > sandbox::kMaxBinds) return Status::invalid("too many binds and workspaces (max 63)");
   std::vector<UniqueFd> parent_trees;  // idmapped workspaces, made here and sent to the child
   std::vector<std::size_t> idmap_binds;
@@ -389,7 +462,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     b.is_dir = S_ISDIR(st.st_mode);
     b.parent_slot = -1;
     // A root-owned writable root is shown owned by the sandbox uid through an idmapped mount.
-    if (root_ && b.writable && st.st_uid == 0 && i > 0 && impl_->idmap) {
+    if (root_ && b.writable && st.st_uid == 0 && binds[i].source != temp_dir && impl_->idmap) {
       b.parent_slot = static_cast<int>(idmap_binds.size());
       idmap_binds.push_back(i);
     }
@@ -399,6 +472,13 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     for (const char* d : kDevNodes)
       if (::access(d, F_OK) == 0) p.dev_nodes[p.dev_node_count++] = d;
     p.dev_shm_source = temp_dir.c_str();
+    p.empty_run = true;
+    struct stat var_run {};
+    if (::lstat("/var/run", &var_run) == 0 && S_ISDIR(var_run.st_mode)) p.var_run = "/var/run";
+    for (const auto& k : options_.run_keep) {
+      if (p.run_keep_count == std::size(p.run_keep)) break;
+      if (k.rfind("/run/", 0) == 0 && ::access(k.c_str(), F_OK) == 0) p.run_keep[p.run_keep_count++] = k.c_str();
+    }
   }
   std::vector<std::string> mask_paths;
   for (const auto& d : policy.deny_read) mask_paths.push_back(d);
@@ -435,10 +515,26 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     p.landlock_fd = landlock.get();
     out.enforced.push_back(layer_name(Layer::landlock));
   }
-  const SeccompProgram& filter = policy.network == Network::denied ? *impl_->seccomp_denied
-                                 : full                            ? *impl_->seccomp_full
-                                                                   : *impl_->seccomp_allowed;
+  const bool denied = policy.network == Network::denied;
+  // check() refused the confining modes if the broker is missing; only the startup probe of
+  // the mount view comes here without it.
+  const bool broker = !full && impl_->seccomp_denied_broker.has_value();
+  const SeccompProgram& filter = broker ? (denied ? *impl_->seccomp_denied_broker : *impl_->seccomp_allowed_broker)
+                                 : denied ? *impl_->seccomp_denied
+                                 : full   ? *impl_->seccomp_full
+                                          : *impl_->seccomp_allowed;
   p.seccomp = filter.prog();
+  p.init_landlock_fd = -1;
+  p.broker_fd = -1;
+  if (broker) {
+    p.broker.enabled = true;
+    p.broker.scope_by_netns = denied;
+    for (const auto& a : policy.allow_sockets) {
+      if (p.broker.allowed_count == sandbox::kMaxAllowedSockets) return Status::invalid("too many --allow-socket paths");
+      p.broker.allowed[p.broker.allowed_count++] = {a.dev, a.ino};
+    }
+    p.init_landlock_fd = (denied ? impl_->init_landlock_denied : impl_->init_landlock_allowed).get();
+  }
 
   // Whole-tree accounting and caps.
   CgroupLimits limits;
@@ -572,6 +668,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     out.enforced.push_back(layer_name(l));
   if (policy.network == Network::denied) out.enforced.push_back(layer_name(Layer::net_ns));
   if (!idmap_binds.empty()) out.enforced.push_back(layer_name(Layer::idmapped_mounts));
+  if (broker) out.enforced.push_back(layer_name(Layer::host_ipc));
   if (out.cgroup) {
     if (policy.caps.memory_bytes) out.enforced.push_back(layer_name(Layer::cgroup_memory));
     if (policy.caps.pids) out.enforced.push_back(layer_name(Layer::cgroup_pids));

@@ -30,6 +30,10 @@ struct HostOptions {
   std::vector<std::string> hidden_paths;  // masked in every sandbox: the supervisor's socket dir
   std::string cgroup_root = "/sys/fs/cgroup";
   std::string temp_root = "/tmp";         // where the idmapped-mount probe tries
+  // Host files under /run shown at their own paths in the otherwise empty /run of the
+  // confining modes. Empty: /etc/resolv.conf's target when it lies under /run
+  // (systemd-resolved), so that DNS keeps working.
+  std::vector<std::string> run_keep;
 };
 
 // One launched sandbox: its init (PID 1 of the command's namespaces) and what it enforces.

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "runtime/connect_broker.h"
 #include "runtime/landlock.h"
 #include "runtime/seccomp_filter.h"
 
@@ -64,6 +65,8 @@ const char* step_name(int step) {
     case Step::caps: return "caps";
     case Step::seccomp: return "seccomp";
     case Step::exec: return "exec";
+    case Step::broker: return "broker";
+    case Step::mount_run: return "mount-run";
     case Step::ready: return "ready";
     case Step::cgroup_ns: return "cgroup-ns";
   }
@@ -280,6 +283,7 @@ void wait_for_parent(SandboxPlan& plan, int* parent_fds, std::size_t& parent_fd_
 struct Sources {
   int dev[kMaxDevNodes];
   int shm = -1;
+  int run_keep[4];
 };
 
 // Phase one, with the supervisor's host uid: make every mount private and open every bind
@@ -308,6 +312,27 @@ void open_sources(SandboxPlan& plan, const int* parent_fds, std::size_t parent_f
     src.shm = ::open_tree(AT_FDCWD, plan.dev_shm_source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
     if (src.shm < 0) fail(plan, Step::mount_dev, errno);
   }
+  for (std::size_t i = 0; i < plan.run_keep_count; ++i) {
+    src.run_keep[i] = ::open_tree(AT_FDCWD, plan.run_keep[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (src.run_keep[i] < 0) fail(plan, Step::mount_run, errno);
+  }
+}
+
+// An empty tmpfs over /run (host sockets and runtime state live there), writable until the
+// binds are in place; `keep` are host files shown at their own paths inside it.
+void empty_run(const SandboxPlan& plan, const Sources& src) {
+  if (::mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k") < 0)
+    fail(plan, Step::mount_run, errno);
+  for (std::size_t i = 0; i < plan.run_keep_count; ++i) {
+    if (ensure_target(plan.run_keep[i], false) < 0) fail(plan, Step::mount_run, errno);
+    if (set_readonly(src.run_keep[i], "", AT_EMPTY_PATH, true) < 0) fail(plan, Step::mount_run, errno);
+    if (::move_mount(src.run_keep[i], "", AT_FDCWD, plan.run_keep[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
+      fail(plan, Step::mount_run, errno);
+    ::close(src.run_keep[i]);
+  }
+  if (plan.var_run && ::mount("tmpfs", plan.var_run, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                              "mode=0755,size=4k") < 0)
+    fail(plan, Step::mount_run, errno);
 }
 
 // Phase two, as the sandbox's own uid (files created in the new tmpfs mounts need a mapped
@@ -320,6 +345,7 @@ void build_mount_view(SandboxPlan& plan, Sources& src) {
     // whose flags are locked by the user namespace; removing it would not be.
     if (set_readonly(AT_FDCWD, "/", AT_RECURSIVE, true) < 0) fail(plan, Step::mount_root_ro, errno);
   }
+  if (plan.empty_run) empty_run(plan, src);
 
   // The binds come in order: the temp dir at /tmp first, then the workspace roots and --bind.
   std::uint64_t temp_mount = 0;
@@ -353,6 +379,8 @@ void build_mount_view(SandboxPlan& plan, Sources& src) {
       fail(plan, Step::mount_dev, errno);
     if (set_readonly(AT_FDCWD, "/dev", 0, true) < 0) fail(plan, Step::mount_dev, errno);
   }
+
+  if (plan.empty_run && set_readonly(AT_FDCWD, "/run", 0, true) < 0) fail(plan, Step::mount_run, errno);
 
   // /proc of the command's own PID namespace (we are its PID 1).
   if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) < 0) fail(plan, Step::mount_proc, errno);
@@ -426,11 +454,54 @@ void drop_privileges(const SandboxPlan& plan) {
   struct __user_cap_header_struct hdr {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2] {};
   if (::syscall(SYS_capset, &hdr, data) < 0) fail(plan, Step::caps, errno);
-  if (plan.seccomp) {
+  if (plan.seccomp && plan.broker.enabled) {
+    int listener = -1;
+    int err = install_seccomp_with_listener(plan.seccomp, &listener);
+    if (err) fail(plan, Step::seccomp, err);
+    // Hand the listener to init, the broker; the command keeps no copy.
+    char byte = 'L';
+    struct iovec iov {&byte, 1};
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &listener, sizeof listener);
+    if (::sendmsg(plan.broker_fd, &msg, MSG_NOSIGNAL) != 1) fail(plan, Step::broker, errno);
+    ::close(listener);
+    ::close(plan.broker_fd);
+  } else if (plan.seccomp) {
     int err = install_seccomp(plan.seccomp);
     if (err) fail(plan, Step::seccomp, err);
   }
 }
+
+// init's side of the hand-over: the listener, or -1 if the command failed before sending it.
+int receive_listener(int sock) {
+  char byte = 0;
+  struct iovec iov {&byte, 1};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  struct cmsghdr* c = n == 1 ? CMSG_FIRSTHDR(&msg) : nullptr;
+  if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) return -1;
+  int fd = -1;
+  std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  return fd;
+}
+
 
 [[noreturn]] void run_command(const SandboxPlan& plan) {
   if (::setsid() < 0) fail(plan, Step::fork, errno);
@@ -493,7 +564,7 @@ void close_all_except(int* keep, std::size_t n) {
 // PID 1: forward what the supervisor sends to everything in the namespace, reap every
 // orphan, and when the command ends, end the rest and report. When the supervisor dies
 // (EOF on the death pipe), end everything at once: nobody is left to own the sandbox.
-[[noreturn]] void supervise(const SandboxPlan& plan, pid_t command) {
+[[noreturn]] void supervise(const SandboxPlan& plan, pid_t command, Broker* broker) {
   sigset_t all;
   sigfillset(&all);
   // Signals arrive on a signalfd, so that one poll() also watches the death pipe.
@@ -502,9 +573,13 @@ void close_all_except(int* keep, std::size_t n) {
   Report report{};
   bool have_status = false;
   for (;;) {
-    struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {plan.death_fd, POLLIN, 0}};
-    if (::poll(fds, plan.death_fd >= 0 ? 2 : 1, -1) < 0) continue;  // EINTR
+    // The signals, the death pipe and (confining modes) the connect broker, in one poll().
+    struct pollfd fds[2 + kBrokerMaxPollFds] = {{sigfd, POLLIN, 0}, {plan.death_fd, POLLIN, 0}};
+    std::size_t n = 2;
+    if (broker) n += broker_poll_fds(*broker, fds + 2);
+    if (::poll(fds, n, -1) < 0) continue;  // EINTR
     if (fds[1].revents) end_sandbox();  // EOF (or an error): the supervisor is gone
+    if (broker) broker_on_poll(*broker, fds + 2, n - 2);
     if (!(fds[0].revents & POLLIN)) continue;
     struct signalfd_siginfo si {};
     if (::read(sigfd, &si, sizeof si) != static_cast<ssize_t>(sizeof si)) continue;
@@ -559,7 +634,8 @@ int init_main(void* arg) {
   {
     int keep[8 + 16];
     std::size_t n = 0;
-    for (int fd : {plan.sync_fd, plan.report_fd, plan.exec.error_fd, plan.landlock_fd, plan.release_fd, plan.death_fd})
+    for (int fd : {plan.sync_fd, plan.report_fd, plan.exec.error_fd, plan.landlock_fd, plan.release_fd, plan.death_fd,
+                   plan.init_landlock_fd})
       keep[n++] = fd;
     for (std::size_t i = 0; i < plan.exec.fd_count && i < 16; ++i) keep[n++] = plan.exec.fds[i].source;
     close_all_except(keep, n);
@@ -569,6 +645,8 @@ int init_main(void* arg) {
     struct pollfd pfd {plan.death_fd, POLLIN, 0};
     if (::poll(&pfd, 1, 0) > 0) ::_exit(137);
   }
+  // The marker every supervisor looks for to refuse peers inside any corral sandbox
+  // (supervisor/peer.h): PID 1 of its namespace, named corral-init. Keep both.
   ::prctl(PR_SET_NAME, "corral-init", 0, 0, 0);
 
   int parent_fds[kMaxBinds];
@@ -616,19 +694,53 @@ int init_main(void* arg) {
     if (::setrlimit(RLIMIT_CPU, &rl) < 0) fail(plan, Step::rlimits, errno);
   }
 
+  int broker_sock[2] = {-1, -1};
+  if (plan.broker.enabled) {
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, broker_sock) < 0) fail(plan, Step::broker, errno);
+    plan.broker_fd = broker_sock[1];
+  }
+  // init's own Landlock domain, which the command's nests in: what init connects on the
+  // command's behalf (abstract sockets, TCP) is scoped as the command itself would be.
+  if (plan.init_landlock_fd >= 0) {
+    int err = landlock_restrict(plan.init_landlock_fd);
+    if (err) fail(plan, Step::landlock, err);
+  }
+
   // A raw clone, not glibc's fork(): no atfork handlers, no malloc or stdio locks taken in a
   // copy of a process that may have had other threads (nor ASan's fork interceptor).
   pid_t command = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, 0UL));
   if (command < 0) fail(plan, Step::fork, errno);
   if (command == 0) run_command(plan);
 
-  // init keeps nothing but the report pipe and the death pipe: the command's pipes must
-  // reach EOF when its processes are gone, and the error pipe when it has exec'd.
-  {
-    int keep[2] = {plan.report_fd, plan.death_fd};
-    close_all_except(keep, 2);
+  int listener = -1;
+  if (plan.broker.enabled) {
+    ::close(broker_sock[1]);
+    listener = receive_listener(broker_sock[0]);
   }
-  supervise(plan, command);
+  // init keeps nothing but the report pipe, the death pipe and the broker's listener: the
+  // command's pipes must reach EOF when its processes are gone, and the error pipe when it
+  // has exec'd.
+  {
+    int keep[3] = {plan.report_fd, plan.death_fd, listener};
+    close_all_except(keep, 3);
+  }
+  Broker broker;
+  if (listener >= 0) {
+    // The broker needs CAP_SYS_PTRACE over the sandbox's own user namespace (pidfd_getfd and
+    // process_vm_readv on a command that made itself non-dumpable), and nothing else: no
+    // capability may widen what a connect() on the command's behalf can reach.
+    struct __user_cap_header_struct hdr {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2] {};
+    data[0].effective = data[0].permitted = 1U << CAP_SYS_PTRACE;
+    if (::syscall(SYS_capset, &hdr, data) < 0) {
+      // Without a broker the command's connect() calls fail (ENOSYS once the listener is closed).
+      ::close(listener);
+      listener = -1;
+    } else {
+      broker_start(broker, &plan.broker, listener);
+    }
+  }
+  supervise(plan, command, listener >= 0 ? &broker : nullptr);
 }
 
 }  // namespace corral::sandbox

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "runtime/child_setup.h"
+#include "runtime/connect_broker.h"
 
 namespace corral::sandbox {
 
@@ -37,6 +38,8 @@ enum class Step : int {
   caps,
   seccomp,
   exec,
+  broker,          // setting up the host-IPC broker (runtime/connect_broker.h)
+  mount_run,       // the empty /run
   ready,           // not a failure: prepared up to exec, waiting for the release (authorized launch)
   cgroup_ns,       // a cgroup namespace rooted at the sandbox's own cgroup
 };
@@ -95,6 +98,15 @@ struct SandboxPlan {
   std::uint64_t cpu_limit_s;            // RLIMIT_CPU (per-process floor), 0 = unlimited
 
   int landlock_fd;                      // -1: none
+  int init_landlock_fd;                 // init's own domain (scopes only), -1: none
+  BrokerPlan broker;                    // host IPC: the command's connect() goes through init
+  int broker_fd;                        // the command's end of the listener hand-over (init sets it)
+  // /run (and /var/run if it is a directory of its own) replaced by an empty tmpfs, but for
+  // these host files shown at their own paths (the resolv.conf that systemd-resolved keeps there).
+  bool empty_run;
+  const char* var_run;                  // "/var/run" when it is not a link to /run, else nullptr
+  const char* run_keep[4];
+  std::size_t run_keep_count;
   int release_fd;                       // -1: exec at once; else read one byte first ('g': go)
   // Read end of the supervisor's death pipe, whose write end only the supervisor holds: EOF
   // (or an error) means the supervisor is gone, and init then ends the whole sandbox. This

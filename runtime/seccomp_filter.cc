@@ -9,12 +9,14 @@
 #include <sys/prctl.h>
 #include <linux/netlink.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -180,6 +182,19 @@ StatusOr<SeccompProgram> build_seccomp_program(const SeccompPolicy& policy) {
     }
   }
 
+  if (policy.broker_connect) {
+    if ((rc = add_rule(c, SCMP_ACT_NOTIFY, "connect")) < 0) return seccomp_error("connect", rc);
+    // The kernel reads domain and type as ints: compare the low 32 bits of the domain, and the
+    // type's SOCK_TYPE_MASK bits (the rest are SOCK_NONBLOCK/SOCK_CLOEXEC).
+    for (const char* name : {"socket", "socketpair"}) {
+      for (unsigned long type : {static_cast<unsigned long>(SOCK_DGRAM), static_cast<unsigned long>(SOCK_RAW)}) {
+        if ((rc = add_rule(c, SCMP_ACT_ERRNO(EAFNOSUPPORT), name, SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, AF_UNIX),
+                           SCMP_A1(SCMP_CMP_MASKED_EQ, 0xfULL, type))) < 0)
+          return seccomp_error(name, rc);
+      }
+    }
+  }
+
   // libseccomp 2.5.4 has no seccomp_export_bpf_mem: export into a memfd and read it back.
   UniqueFd mem(::memfd_create("corral-seccomp", MFD_CLOEXEC));
   if (!mem) return Status::from_errno("seccomp", errno, "memfd_create");
@@ -209,9 +224,14 @@ int install_seccomp(const struct sock_fprog* prog) noexcept {
   return 0;
 }
 
-namespace {
-
-}  // namespace
+int install_seccomp_with_listener(const struct sock_fprog* prog, int* listener) noexcept {
+  if (prog == nullptr || prog->len == 0 || listener == nullptr) return EINVAL;
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
+  long fd = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, prog);
+  if (fd < 0) return errno;
+  *listener = static_cast<int>(fd);
+  return 0;
+}
 
 Status probe_seccomp() {
   auto program = build_seccomp_program(SeccompPolicy{});
@@ -240,6 +260,97 @@ Status probe_seccomp() {
     case 3: return Status::error("verify", r.err, "socket(AF_PACKET) was not refused with EAFNOSUPPORT under the filter");
     default: return Status::from_errno("verify", r.err, "socket(AF_INET) under the filter");
   }
+}
+
+}  // namespace corral
+
+namespace corral {
+
+Status probe_seccomp_notify() {
+  SeccompPolicy policy;
+  policy.broker_connect = true;
+  auto program = build_seccomp_program(policy);
+  if (!program.ok()) return program.status();
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) return Status::from_errno("socketpair", errno);
+  UniqueFd parent_end(sv[0]), child_end(sv[1]);
+  struct Args {
+    const struct sock_fprog* prog;
+    int sock;
+  } args{program->prog(), child_end.get()};
+  // The child installs the filter, hands the listener over, and connects: the parent answers
+  // that connect with ENOTCONN, which the child must see. Only syscalls in the child.
+  pid_t pid = ::fork();
+  if (pid < 0) return Status::from_errno("fork", errno);
+  if (pid == 0) {
+    int listener = -1;
+    if (install_seccomp_with_listener(args.prog, &listener) != 0) ::_exit(1);
+    char byte = 'L';
+    struct iovec iov {&byte, 1};
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &listener, sizeof listener);
+    if (::sendmsg(args.sock, &msg, 0) != 1) ::_exit(2);
+    ::close(listener);
+    int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a {};
+    a.sun_family = AF_UNIX;
+    if (::connect(s, reinterpret_cast<struct sockaddr*>(&a), sizeof(sa_family_t) + 2) == 0) ::_exit(3);
+    ::_exit(errno == ENOTCONN ? 0 : 4);
+  }
+  child_end.reset();
+  auto reap = [&]() -> int {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+  };
+  char byte = 0;
+  struct iovec iov {&byte, 1};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  if (::recvmsg(parent_end.get(), &msg, MSG_CMSG_CLOEXEC) != 1 || CMSG_FIRSTHDR(&msg) == nullptr) {
+    int code = reap();
+    return Status::error("install", code == 1 ? EBUSY : EIO,
+                         code == 1 ? "seccomp(SECCOMP_FILTER_FLAG_NEW_LISTENER) refused (a listener above us?)"
+                                   : "the probe child did not hand over its listener");
+  }
+  int fd = -1;
+  std::memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&msg)), sizeof fd);
+  UniqueFd listener(fd);
+  struct seccomp_notif req {};
+  int rc;
+  do {
+    rc = ::ioctl(listener.get(), SECCOMP_IOCTL_NOTIF_RECV, &req);
+  } while (rc < 0 && errno == EINTR);
+  if (rc < 0) {
+    int err = errno;
+    reap();
+    return Status::from_errno("receive", err, "SECCOMP_IOCTL_NOTIF_RECV");
+  }
+  struct seccomp_notif_resp resp {};
+  resp.id = req.id;
+  resp.error = -ENOTCONN;
+  if (::ioctl(listener.get(), SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0) {
+    int err = errno;
+    reap();
+    return Status::from_errno("answer", err, "SECCOMP_IOCTL_NOTIF_SEND");
+  }
+  int code = reap();
+  if (code != 0) return Status::error("verify", EIO, "the answered connect() did not fail with ENOTCONN (" + std::to_string(code) + ")");
+  return {};
 }
 
 }  // namespace corral

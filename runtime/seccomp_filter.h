@@ -30,6 +30,12 @@ struct SeccompPolicy {
   // AF_VSOCK (the hypervisor's agents; not behind any network namespace) fails with
   // EAFNOSUPPORT. Set in every mode but danger-full-access, whatever the network.
   bool deny_vsock = true;
+  // true (the confining modes): every connect() stops for the sandbox's broker
+  // (SECCOMP_RET_USER_NOTIF, see runtime/connect_broker.h), which performs it and returns its
+  // result; AF_UNIX datagram sockets (SOCK_DGRAM, and SOCK_RAW, which AF_UNIX turns into
+  // SOCK_DGRAM) cannot be created: a datagram socket names its destination on every
+  // sendto/sendmsg/sendmmsg, inside memory the filter cannot read. docs/threat-model.md, "Host IPC".
+  bool broker_connect = false;
 };
 
 // A compiled classic-BPF program for SECCOMP_SET_MODE_FILTER. Move-only; prog() points into
@@ -65,6 +71,16 @@ StatusOr<SeccompProgram> build_seccomp_program(const SeccompPolicy& policy);
 // calling thread. Returns 0, or the errno of the failing prctl/seccomp call (EINVAL for a null
 // prog). The filter is inherited by every descendant and survives exec.
 int install_seccomp(const struct sock_fprog* prog) noexcept;
+
+// The same, for a program with SECCOMP_RET_USER_NOTIF rules: installs it with
+// SECCOMP_FILTER_FLAG_NEW_LISTENER and stores the listener fd (close-on-exec, owned by the
+// caller) in *listener. EBUSY: a filter above us already has a listener (Linux refuses a second).
+int install_seccomp_with_listener(const struct sock_fprog* prog, int* listener) noexcept;
+
+// Host probe for the host-IPC layer: in a forked child, installs a filter that sends connect()
+// to a listener and checks that a connect() made there is seen, answered, and fails with the
+// answer's errno. Ok, or the step and errno that say why not (EBUSY: nested listener).
+Status probe_seccomp_notify();
 
 // Host probe: builds the default filter here, installs it in a forked child and checks there
 // that a denied syscall (unshare) fails with EPERM, socket(AF_PACKET) with EAFNOSUPPORT and

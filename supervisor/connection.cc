@@ -396,6 +396,16 @@ std::optional<ExecSpec> Connection::prepare_spec(std::uint64_t id, const proto::
     send_error(id, ErrorCode::unsupported, st.message());
     return std::nullopt;
   }
+  // A peer opens through --allow-socket only what it could connect to itself (the mode bits
+  // for its uid and primary gid; root may name any socket).
+  for (const auto& a : spec->policy->allow_sockets) {
+    const bool may = peer_.uid == 0 || (a.uid == peer_.uid ? (a.mode & 0200) : a.gid == peer_.gid ? (a.mode & 020) : (a.mode & 02));
+    if (!may) {
+      send_error(id, ErrorCode::invalid_request,
+                 "--allow-socket " + a.path + ": uid " + std::to_string(peer_.uid) + " may not connect to it");
+      return std::nullopt;
+    }
+  }
   auto temp = scope.temp_dir();
   if (!temp.ok()) {
     send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());

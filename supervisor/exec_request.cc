@@ -123,6 +123,9 @@ StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& o
 
   auto policy = request_policy(req, scope_policy, ceiling);
   if (!policy.ok()) return policy.status();
+  // --allow-socket is the request's alone (a scope carries none).
+  for (const auto& path : strings(req.allow_sockets())) policy->allow_sockets.push_back({path});
+  if (Status st = resolve_allow_sockets(*policy); !st.ok()) return st;
   // A missing bind target is made in the sandbox's own view, never on the host
   // (docs/threat-model.md "Binds"), but not where that would cost the command something it
   // was given: directly in / (which cannot be layered), or inside a writable workspace root
@@ -231,6 +234,9 @@ void add_policy(Json& out, const ExecSpec& spec) {
   out["workspaces"] = p.workspaces;
   out["deny_read"] = p.deny_read;
   out["protect"] = p.protect;
+  Json allow_sockets = Json::array();
+  for (const auto& a : p.allow_sockets) allow_sockets.push_back(a.path);
+  out["allow_sockets"] = std::move(allow_sockets);
   Json binds = Json::array();
   for (const auto& b : p.binds) binds.push_back(b.source + ":" + b.target + (b.writable ? ":rw" : ":ro"));
   out["binds"] = std::move(binds);

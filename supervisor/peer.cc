@@ -10,6 +10,24 @@
 
 namespace corral::supervisor {
 
+namespace {
+
+// `name` and `nspid` as /proc/PID/status prints them after "Name:" and "NSpid:".
+bool is_corral_init(const std::string& name, const std::string& nspid) {
+  auto trim = [](const std::string& s) {
+    const auto b = s.find_first_not_of(" \t");
+    const auto e = s.find_last_not_of(" \t");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  if (trim(name) != "corral-init") return false;
+  const std::string ids = trim(nspid);
+  // At least two ids (a namespace below the reader's), the innermost 1.
+  const auto last = ids.find_last_of(" \t");
+  return last != std::string::npos && ids.substr(last + 1) == "1";
+}
+
+}  // namespace
+
 Lineage lineage(pid_t pid, pid_t ancestor, int pidfd) {
   // 0: the peer lives in a PID namespace we cannot see into; nothing can be vouched for.
   if (pid <= 0) return Lineage::unverifiable;
@@ -19,9 +37,17 @@ Lineage lineage(pid_t pid, pid_t ancestor, int pidfd) {
   for (int depth = 0; pid > 1 && depth < 4096; ++depth) {
     std::ifstream status("/proc/" + std::to_string(pid) + "/status");
     pid_t ppid = -1;
-    for (std::string line; std::getline(status, line);)
+    std::string name, nspid;
+    for (std::string line; std::getline(status, line);) {
       if (line.rfind("PPid:", 0) == 0) ppid = static_cast<pid_t>(std::stol(line.substr(5)));
+      else if (line.rfind("Name:", 0) == 0) name = line.substr(5);
+      else if (line.rfind("NSpid:", 0) == 0) nspid = line.substr(6);
+    }
     if (ppid < 0) return Lineage::unverifiable;  // gone mid-walk
+    if (is_corral_init(name, nspid)) {
+      answer = Lineage::sandboxed;
+      break;
+    }
     if (ppid == ancestor) {
       answer = Lineage::ours;
       break;

@@ -13,15 +13,22 @@ struct Peer {
 };
 
 enum class Lineage {
-  stranger,      // not a descendant of the supervisor: may be served (the uid check still applies)
+  stranger,      // not a descendant of the supervisor, nor in any corral sandbox: may be served
+                 // (the uid check still applies)
   ours,          // a descendant: something a sandbox runs
+  sandboxed,     // inside a corral sandbox of another supervisor
   unverifiable,  // the peer (or an ancestor on the way) vanished mid-check: refuse
 };
 
-// Walks `pid`'s parents (PPid in /proc) up to `ancestor` or init. Every process of a sandbox,
-// orphans included, stays beneath its init, which is the supervisor's child. A process that
-// is gone before the walk ends cannot be vouched for; with `pidfd` (SO_PEERPIDFD, Linux 6.5)
-// the peer is also checked to be alive after the walk, so a reused pid cannot pass.
+// Walks `pid` and its parents (PPid in /proc) up to `ancestor` or init. Every process of a
+// sandbox, orphans included, stays beneath its init, which is the supervisor's child. Every
+// corral sandbox's init, whichever supervisor started it, carries a marker nothing inside the
+// sandbox can remove or fake away: it is PID 1 of a PID namespace below ours (NSpid ends in 1)
+// named "corral-init" (a comm only the process itself can change, and init never execs). A
+// process inside a sandbox cannot leave its PID namespace, so such an init is always on its
+// way up. A host process that names itself so only gets itself refused. A process that is
+// gone before the walk ends cannot be vouched for; with `pidfd` (SO_PEERPIDFD, Linux 6.5) the
+// peer is also checked to be alive after the walk, so a reused pid cannot pass.
 Lineage lineage(pid_t pid, pid_t ancestor, int pidfd = -1);
 
 // Convenience for tests: lineage(...) == Lineage::ours.

@@ -164,9 +164,11 @@ class Server {
     const Lineage who = lineage(cred.pid, ::getpid(), peer_pidfd);
     if (who != Lineage::stranger) {
       spdlog::warn("refused a connection from pid {}: {}", cred.pid,
-                   who == Lineage::ours ? "it runs inside a sandbox of this supervisor" : "the peer vanished before it could be checked");
+                   who == Lineage::ours        ? "it runs inside a sandbox of this supervisor"
+                   : who == Lineage::sandboxed ? "it runs inside a corral sandbox (another supervisor's)"
+                                               : "the peer vanished before it could be checked");
       refuse(socket, proto::ErrorCode::permission_denied,
-             who == Lineage::ours ? "commands run by corral may not use its socket" : "the peer could not be verified");
+             who == Lineage::unverifiable ? "the peer could not be verified" : "commands run by corral may not use its socket");
       return;
     }
     const bool allowed = cred.uid == ::geteuid() ||

@@ -4,18 +4,20 @@
 // docs/threat-model.md ("What corral guarantees", "Policy by mode") and docs/design.md
 // ("Isolation layers") are what is checked.
 //
-// The files attacked live OUTSIDE /tmp (the sandbox replaces /tmp with the scope's temp dir, so
-// anything under /tmp would be out of reach for that reason alone):
-//   /var/tmp/corral-escape-XXXXXX/ws        the workspace (root-owned, 0755)
-//   /var/tmp/corral-escape-XXXXXX/outside   not a root; mode 0777, so that the sandbox uid
+// The files attacked live OUTSIDE /tmp and /var/tmp (the sandbox replaces both with the scope's
+// temp dir, so anything under them would be out of reach for that reason alone), in kHostDir:
+//   /srv/corral-escape-XXXXXX/ws        the workspace (root-owned, 0755)
+//   /srv/corral-escape-XXXXXX/outside   not a root; mode 0777, so that the sandbox uid
 //                                           (nobody) could write it if unconfined; holds
 //                                           "file" (0666, "original")
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include <atomic>
 #include <map>
@@ -44,6 +46,8 @@ using namespace std::chrono_literals;
 namespace {
 
 const std::vector<std::string> kModes = {"read-only", "workspace-write", "danger-full-access"};
+// An ordinary host directory that every sandbox sees (read-only) at its own path.
+const std::string kHostDir = "/srv";
 const std::string kOriginal = "original";
 
 std::string make_dir_under(const std::string& parent, const std::string& prefix) {
@@ -69,7 +73,7 @@ bool path_exists(const std::string& path) {
 struct Tree {
   std::string base, ws, outside;
   Tree() {
-    base = make_dir_under("/var/tmp", "corral-escape-");
+    base = make_dir_under(kHostDir, "corral-escape-");
     REQUIRE(::chmod(base.c_str(), 0755) == 0);
     ws = base + "/ws";
     outside = base + "/outside";
@@ -85,7 +89,7 @@ struct Tree {
 };
 
 // `corral serve` like test_util.h's Server, but with its socket and temp root in a directory
-// under `parent` (e.g. /var/tmp), so that the sandbox's /tmp replacement does not hide it and
+// under `parent` (e.g. kHostDir), so that the sandbox's /tmp replacement does not hide it and
 // the socket directory's mask is what must.
 class ServerAt {
  public:
@@ -282,7 +286,8 @@ TEST_CASE("1. writes outside the writable roots: direct, symlink, /proc/self/roo
         // init's root: reading /proc/1/root needs ptrace access to init.
         {{"write-file", "/proc/1/root" + o + "-via-init"}, {"errno=EACCES", "errno=EACCES", "errno=EACCES"}},
         {{"mkdir", o + "-dir"}, {"errno=EROFS", "errno=EROFS", "ok"}},
-        {{"write-file", "/var/tmp/" + mode + "-" + std::to_string(::getpid())}, {"errno=EROFS", "errno=EROFS", "ok"}},
+        // /var/tmp is the scope's temp dir in the confining modes (checked below).
+        {{"write-file", "/var/tmp/" + mode + "-" + std::to_string(::getpid())}, {"ok", "ok", "ok"}},
         {{"link", t.outside + "/file", t.ws + "/hard-" + mode}, {"errno=EROFS", "errno=EXDEV", "errno=EXDEV"}},
         {{"rename", t.ws + "/mine-" + mode, o + "-renamed"}, {"errno=EROFS", "errno=EXDEV", "errno=EXDEV"}},
         // Controls: the workspace and /tmp.
@@ -293,6 +298,7 @@ TEST_CASE("1. writes outside the writable roots: direct, symlink, /proc/self/roo
       CAPTURE(c.action);
       CHECK(attempt(s.socket(), opts, c.action) == c.expect[mode]);
     }
+    CHECK(path_exists("/var/tmp/" + mode + "-" + std::to_string(::getpid())) == (mode == "danger-full-access"));
     std::remove(("/var/tmp/" + mode + "-" + std::to_string(::getpid())).c_str());
     // A hard link made anyway must not be a way to change the file outside.
     if (path_exists(t.ws + "/hard-" + mode))
@@ -512,14 +518,16 @@ TEST_CASE("7. the supervisor's socket: out of reach in every mode (socket under 
 TEST_CASE("7. the supervisor's socket outside /tmp: its directory is masked in every mode") {
   // --allow-uid for the sandbox uid opens the socket (0666) and its directory (0711) to it, so
   // only the mask (an empty mode-000 tmpfs) stands between the command and the socket.
-  ServerAt s("/var/tmp", {"--allow-uid", "65534"});
+  ServerAt s(kHostDir, {"--allow-uid", "65534"});
   REQUIRE(path_exists(s.socket()));
   for (const auto& mode : kModes) {
     CAPTURE(mode);
+    // In the confining modes the connect broker refuses a path through a magic link (ELOOP).
     CHECK(attempts(s.socket(), {"--mode", mode},
                    {"unix-connect " + s.socket(), "list-dir " + s.sock_dir(), "stat " + s.sock_dir(),
                     "unix-connect /proc/self/root" + s.socket()}) ==
-          std::vector<std::string>{"errno=EACCES", "errno=EACCES", "dir mode=0000 fs=tmpfs", "errno=EACCES"});
+          std::vector<std::string>{"errno=EACCES", "errno=EACCES", "dir mode=0000 fs=tmpfs",
+                                   mode == "danger-full-access" ? "errno=EACCES" : "errno=ELOOP"});
   }
   // A bind that would show the socket directory at another path is refused.
   auto r = cli({"exec", "--bind", s.sock_dir() + ":/tmp/sock", "--", kHelper, "exit", "0"}, s.socket());
@@ -528,22 +536,30 @@ TEST_CASE("7. the supervisor's socket outside /tmp: its directory is masked in e
 }
 
 TEST_CASE("7. a sandboxed peer that reaches the socket anyway is refused (the second layer)") {
-  // The socket hard-linked into the workspace: the mask does not cover that path, so the peer
-  // check must refuse the connection. --allow-uid 65534 makes the uid check pass for the sandbox
+  // The socket hard-linked into the workspace: the mask does not cover that path. In the
+  // confining modes the host-IPC broker refuses the connect (a host socket); --allow-socket
+  // lets it through, and danger-full-access reaches it as the host does, so the peer check
+  // must refuse the connection. --allow-uid 65534 makes the uid check pass for the sandbox
   // uid, as it always does for a non-root supervisor (whose commands run as its own uid), so the
   // sandbox check is the only gate.
-  ServerAt s("/var/tmp", {"--allow-uid", "65534"});
+  ServerAt s(kHostDir, {"--allow-uid", "65534"});
   Tree t;
   const std::string link = t.ws + "/sock-link";
   REQUIRE(::link(s.socket().c_str(), link.c_str()) == 0);
   const std::string refused = "connected closed said: commands run by corral may not use its socket";
   for (const auto& mode : kModes) {
     CAPTURE(mode);
-    CHECK(attempt(s.socket(), {"--mode", mode, "--workspace", t.ws}, {"unix-connect", link}) == refused);
+    const bool full = mode == "danger-full-access";
+    CHECK(attempt(s.socket(), {"--mode", mode, "--workspace", t.ws}, {"unix-connect", link}) ==
+          (full ? refused : "errno=EACCES"));
+    CHECK(attempt(s.socket(), {"--mode", mode, "--workspace", t.ws, "--allow-socket", link}, {"unix-connect", link}) ==
+          refused);
   }
   // The connecting process hands its connections to a child and exits at once: the supervisor
   // must still know they come from a sandbox.
-  CHECK(attempt(s.socket(), {"--workspace", t.ws}, {"unix-connect-orphan", link, "20"}) == "open=0 of 640");
+  CHECK(attempt(s.socket(), {"--workspace", t.ws}, {"unix-connect-orphan", link, "20"}) == "connect failed");
+  CHECK(attempt(s.socket(), {"--workspace", t.ws, "--allow-socket", link}, {"unix-connect-orphan", link, "20"}) ==
+        "open=0 of 640");
 
   // What such a connection is worth: from a read-only, network-denied sandbox, ask the
   // supervisor for a danger-full-access command with the network, writing outside.
@@ -555,7 +571,7 @@ TEST_CASE("7. a sandboxed peer that reaches the socket anyway is refused (the se
   std::string frames(hello.begin(), hello.end());
   frames.append(exec.begin(), exec.end());
   put(t.ws + "/frames", frames);
-  std::string r = attempt(s.socket(), {"--mode", "read-only", "--workspace", t.ws},
+  std::string r = attempt(s.socket(), {"--mode", "read-only", "--workspace", t.ws, "--allow-socket", link},
                           {"orphan-exec", link, "20", t.ws + "/frames"});
   CAPTURE(r);
   CHECK(r == "open=0 of 640");
@@ -762,7 +778,7 @@ TEST_CASE("17. status reports every layer available; a default exec enforces the
   CHECK(st.exit_code == 0);
   for (const char* layer : {"user-ns", "mount-ns", "pid-ns", "ipc-ns", "uts-ns", "net-ns", "landlock", "seccomp",
                             "cgroup-memory", "cgroup-pids", "cgroup-cpu", "cgroup-cpu-time", "cgroup-kill",
-                            "mount-view", "idmapped-mounts"}) {
+                            "mount-view", "idmapped-mounts", "host-ipc"}) {
     CAPTURE(layer);
     CHECK(st.out.find("{\"name\":\"" + std::string(layer) + "\",\"available\":true,") != std::string::npos);
   }
@@ -771,7 +787,7 @@ TEST_CASE("17. status reports every layer available; a default exec enforces the
   auto from = r.out.find("\"enforced\":[");
   REQUIRE(from != std::string::npos);
   const std::string enforced = r.out.substr(from, r.out.find(']', from) - from);
-  for (const char* layer : {"user-ns", "mount-ns", "pid-ns", "net-ns", "landlock", "seccomp", "mount-view"}) {
+  for (const char* layer : {"user-ns", "mount-ns", "pid-ns", "net-ns", "landlock", "seccomp", "mount-view", "host-ipc"}) {
     CAPTURE(layer);
     CHECK(enforced.find("\"" + std::string(layer) + "\"") != std::string::npos);
   }
@@ -780,7 +796,7 @@ TEST_CASE("17. status reports every layer available; a default exec enforces the
 TEST_CASE("extra: another scope's temp dir is out of reach when the temp root is outside /tmp") {
   // Each connection is a scope with a private temp dir under the temp root; the sandbox uid owns
   // them all. Under /tmp the sandbox's own /tmp hides them; elsewhere the mount view must.
-  ServerAt s("/var/tmp");
+  ServerAt s(kHostDir);
   auto a = s.connect();
   REQUIRE(a);
   proto::ExecArgs args;
@@ -992,4 +1008,263 @@ TEST_CASE("22. /sys/fs/cgroup and /proc/self/cgroup show neither host pids nor a
             std::vector<std::string>{"errno=EACCES", "errno=EACCES", expected});
     }
   }
+}
+
+namespace {
+
+// Unix sockets on the host, mode 0777, in an ordinary directory: a stream listener that
+// answers every connection with "host-listener" and closes it, and a datagram socket that
+// counts what it receives.
+class HostUnix {
+ public:
+  explicit HostUnix(const std::string& dir) : stream_path_(dir + "/host.sock"), dgram_path_(dir + "/host.dgram") {
+    stream_ = bound(SOCK_STREAM, stream_path_);
+    REQUIRE(::listen(stream_, 16) == 0);
+    dgram_ = bound(SOCK_DGRAM, dgram_path_);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p{stream_, POLLIN, 0};
+        if (::poll(&p, 1, 50) <= 0) continue;
+        int c = ::accept4(stream_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) continue;
+        ++accepted_;
+        [[maybe_unused]] auto n = ::send(c, "host-listener", 13, MSG_NOSIGNAL);
+        ::close(c);
+      }
+    });
+  }
+  ~HostUnix() {
+    stop_ = true;
+    thread_.join();
+    ::close(stream_);
+    ::close(dgram_);
+    ::unlink(stream_path_.c_str());
+    ::unlink(dgram_path_.c_str());
+  }
+  const std::string& stream_path() const { return stream_path_; }
+  const std::string& dgram_path() const { return dgram_path_; }
+  int accepted() const { return accepted_; }
+  int datagrams() {
+    char buf[64];
+    while (::recv(dgram_, buf, sizeof buf, MSG_DONTWAIT) > 0) ++datagrams_;
+    return datagrams_;
+  }
+
+ private:
+  static int bound(int type, const std::string& path) {
+    int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    REQUIRE(path.size() < sizeof a.sun_path);
+    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+    ::unlink(path.c_str());
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::chmod(path.c_str(), 0777) == 0);
+    return fd;
+  }
+  std::string stream_path_, dgram_path_;
+  int stream_ = -1, dgram_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+  int datagrams_ = 0;
+  std::thread thread_;
+};
+
+const std::string kReached = "connected closed said: host-listener";
+
+}  // namespace
+
+TEST_CASE("19. host IPC: host Unix sockets are out of reach in the confining modes, with the network denied or allowed") {
+  Server s;
+  Tree t;
+  HostUnix outside(t.outside);  // an ordinary directory, visible read-only
+  HostUnix in_ws(t.ws);         // inside the workspace, writable in workspace-write
+  const std::string var_tmp = make_dir_under("/var/tmp", "corral-escape-host-");
+  REQUIRE(::chmod(var_tmp.c_str(), 0755) == 0);
+  HostUnix host_var_tmp(var_tmp);  // under the host's /var/tmp, which the sandbox does not see
+  int reached = 0, datagrams = 0;
+  for (const auto& mode : kModes) {
+    for (const std::string net : {"denied", "allowed"}) {
+      CAPTURE(mode);
+      CAPTURE(net);
+      const bool full = mode == "danger-full-access";
+      auto r = attempts(s.socket(), {"--mode", mode, "--net", net, "--workspace", t.ws},
+                        {"unix-connect " + outside.stream_path(), "unix-connect " + in_ws.stream_path(),
+                         "unix-connect " + host_var_tmp.stream_path(),
+                         "unix-connect /proc/self/root" + outside.stream_path(),
+                         "unix-dgram-send " + outside.dgram_path(), "socketpair-dgram",
+                         // The command's own sockets: by absolute and relative path (cwd /tmp), abstract.
+                         "unix-self /tmp/own.sock", "unix-self own-relative.sock", "unix-self @corral-own-" + mode + net});
+      if (full) {
+        CHECK(r == std::vector<std::string>{kReached, kReached, kReached, kReached, "ok", "ok", "ok", "ok", "ok"});
+        reached += 4;
+        ++datagrams;
+      } else {
+        // /proc/self/root is a magic link: refused before any lookup.
+        CHECK(r == std::vector<std::string>{"errno=EACCES", "errno=EACCES", "errno=ENOENT", "errno=ELOOP",
+                                            "socket errno=EAFNOSUPPORT", "errno=EAFNOSUPPORT", "ok", "ok", "ok"});
+      }
+    }
+  }
+  CHECK(wait_until([&] { return outside.accepted() + in_ws.accepted() + host_var_tmp.accepted() == reached; }, 3s));
+  CHECK(outside.datagrams() == datagrams);
+  std::error_code ec;
+  std::filesystem::remove_all(var_tmp, ec);
+}
+
+TEST_CASE("19. host IPC: /run and /var/run are empty, /var/tmp is private like /tmp") {
+  Server s;
+  const std::string marker = unique_marker("var-tmp");
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    const bool full = mode == "danger-full-access";
+    auto r = attempts(s.socket(), {"--mode", mode},
+                      {"list-dir /run", "list-dir /var/run", "write-file /var/tmp/" + marker, "read-file /tmp/" + marker});
+    REQUIRE(r.size() == 4);
+    if (full) {
+      CHECK(r[0] != "ok");
+      CHECK(r[2] == "ok");
+      CHECK(r[3] == "errno=ENOENT");
+      CHECK(path_exists("/var/tmp/" + marker));
+      std::remove(("/var/tmp/" + marker).c_str());
+    } else {
+      CHECK(r == std::vector<std::string>{"ok", "ok", "ok", "ok pwned"});
+      CHECK_FALSE(path_exists("/var/tmp/" + marker));
+    }
+  }
+}
+
+TEST_CASE("19. host IPC: --allow-socket makes exactly the named host socket reachable, and is audited") {
+  Server s;
+  Tree t;
+  HostUnix outside(t.outside), other(t.ws);
+  const std::string var_tmp = make_dir_under("/var/tmp", "corral-escape-host-");
+  REQUIRE(::chmod(var_tmp.c_str(), 0755) == 0);
+  HostUnix hidden(var_tmp);  // not in the view at all: --allow-socket shows it at its own path
+  int reached = 0;
+  for (const std::string mode : {"read-only", "workspace-write"}) {
+    for (const std::string net : {"denied", "allowed"}) {
+      CAPTURE(mode);
+      CAPTURE(net);
+      auto r = attempts(s.socket(),
+                        {"--mode", mode, "--net", net, "--workspace", t.ws, "--allow-socket", outside.stream_path(),
+                         "--allow-socket", hidden.stream_path()},
+                        {"unix-connect " + outside.stream_path(), "unix-connect " + hidden.stream_path(),
+                         "unix-connect " + other.stream_path(), "unix-dgram-send " + outside.dgram_path()});
+      CHECK(r == std::vector<std::string>{kReached, kReached, "errno=EACCES", "socket errno=EAFNOSUPPORT"});
+      reached += 2;
+    }
+  }
+  CHECK(wait_until([&] { return outside.accepted() + hidden.accepted() == reached; }, 3s));
+  CHECK(other.accepted() == 0);
+  CHECK(s.log().find("allow_sockets=[\"" + outside.stream_path() + "\",\"" + hidden.stream_path() + "\"]") !=
+        std::string::npos);
+
+  // Refused: a path through a symlink (a sandbox could have planted it), and a non-socket.
+  REQUIRE(::symlink(outside.stream_path().c_str(), (t.ws + "/link.sock").c_str()) == 0);
+  auto link = cli({"exec", "--allow-socket", t.ws + "/link.sock", "--", kHelper, "exit", "0"}, s.socket());
+  CHECK(link.exit_code == 125);
+  CHECK(link.err.find("goes through a symlink") != std::string::npos);
+  auto file = cli({"exec", "--allow-socket", t.outside + "/file", "--", kHelper, "exit", "0"}, s.socket());
+  CHECK(file.exit_code == 125);
+  CHECK(file.err.find("is not a socket") != std::string::npos);
+  std::error_code ec;
+  std::filesystem::remove_all(var_tmp, ec);
+}
+
+TEST_CASE("19. host IPC: a second supervisor owned by the sandbox uid cannot be used from a sandbox") {
+  // `corral serve` run by uid 65534 (the root supervisor's sandbox uid) with a 0777 socket in an
+  // ordinary directory: the uid check passes for a sandboxed peer (same uid), so the broker is
+  // the first gate and the peer check (any corral sandbox, not only its own) the second.
+  Server s;
+  Tree t;
+  const std::string dir = t.base + "/nested";
+  REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  REQUIRE(::chown(dir.c_str(), 65534, 65534) == 0);
+  const std::string sock = dir + "/sock/corral.sock";
+  pid_t nested = ::fork();
+  REQUIRE(nested >= 0);
+  if (nested == 0) {
+    int out = ::open((dir + "/serve.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0 || ::fchown(out, 65534, 65534) != 0) ::_exit(90);
+    ::dup2(out, 1);
+    ::dup2(out, 2);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(91);
+    ::execl(kCorral.c_str(), kCorral.c_str(), "serve", "--socket", sock.c_str(), "--temp-root", dir.c_str(), nullptr);
+    ::_exit(92);
+  }
+  REQUIRE(wait_until([&] { return path_exists(sock); }, 20s));
+  REQUIRE(::chmod(sock.c_str(), 0777) == 0);
+  REQUIRE(::chmod((dir + "/sock").c_str(), 0755) == 0);
+  const std::string refused = "connected closed said: commands run by corral may not use its socket";
+  for (const auto& mode : kModes) {
+    for (const std::string net : {"denied", "allowed"}) {
+      CAPTURE(mode);
+      CAPTURE(net);
+      const bool full = mode == "danger-full-access";
+      CHECK(attempt(s.socket(), {"--mode", mode, "--net", net}, {"unix-connect", sock}) ==
+            (full ? refused : "errno=EACCES"));
+      CHECK(attempt(s.socket(), {"--mode", mode, "--net", net, "--allow-socket", sock}, {"unix-connect", sock}) ==
+            refused);
+    }
+  }
+  // The nested supervisor names why: the peer runs inside another supervisor's sandbox.
+  CHECK(read_file(dir + "/serve.log").find("it runs inside a corral sandbox (another supervisor's)") !=
+        std::string::npos);
+  ::kill(nested, SIGTERM);
+  wait_process(nested, 30s);
+}
+
+TEST_CASE("19. host IPC with a non-root supervisor: the same rules") {
+  Tree t;
+  HostUnix outside(t.outside);
+  const std::string dir = t.base + "/user";
+  REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  REQUIRE(::chown(dir.c_str(), 65534, 65534) == 0);
+  const std::string sock = dir + "/sock/corral.sock";
+  auto as_nobody = [&](std::vector<std::string> argv, const std::string& out) {
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+      if (fd < 0) ::_exit(90);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(91);
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      ::_exit(92);
+    }
+    return pid;
+  };
+  pid_t server = as_nobody({kCorral, "serve", "--socket", sock, "--temp-root", dir}, t.base + "/serve.log");
+  REQUIRE(wait_until([&] { return path_exists(sock); }, 20s));
+  int reached = 0;
+  for (const auto& mode : kModes) {
+    for (const std::string net : {"denied", "allowed"}) {
+      CAPTURE(mode);
+      CAPTURE(net);
+      const bool full = mode == "danger-full-access";
+      const std::string out = t.base + "/exec.out";
+      pid_t exec = as_nobody({kCorral, "exec", "--socket", sock, "--mode", mode, "--net", net, "--", kHelper, "batch",
+                              "unix-connect " + outside.stream_path(), "unix-self /tmp/own.sock",
+                              "unix-self @corral-own"},
+                             out);
+      CHECK(wait_process(exec, 30s) == 0);
+      CHECK(read_file(out) == (full ? kReached : "errno=EACCES") + "\nok\nok\n");
+      if (full) ++reached;
+      pid_t allowed = as_nobody({kCorral, "exec", "--socket", sock, "--mode", mode, "--net", net, "--allow-socket",
+                                 outside.stream_path(), "--", kHelper, "unix-connect", outside.stream_path()},
+                                out);
+      CHECK(wait_process(allowed, 30s) == 0);
+      CHECK(read_file(out) == kReached + "\n");
+      ++reached;
+    }
+  }
+  CHECK(wait_until([&] { return outside.accepted() == reached; }, 3s));
+  ::kill(server, SIGTERM);
+  wait_process(server, 30s);
 }

@@ -37,6 +37,12 @@
 //   orphan-exec PATH N FRAMES   the same, and on the first connection left open, send the bytes
 //                             of file FRAMES (prepared by the test) and wait up to 3 s for the
 //                             server to act on them; `open=K of M, frames sent` if it could
+//   unix-dgram-send PATH      socket(AF_UNIX, SOCK_DGRAM) and sendto PATH: `socket errno=..`,
+//                             `errno=..` or `ok`
+//   socketpair-dgram          socketpair(AF_UNIX, SOCK_DGRAM): `ok` or `errno=..`
+//   unix-self PATH            a server and a client in this process: bind PATH (relative to the
+//                             cwd, or `@NAME` for an abstract name), listen, connect, send "ping"
+//                             through: `ok`, or `STEP errno=..`
 //   copy SRC DST              copy a file (DST created 0755)
 //   chmod PATH OCTAL          chmod
 //   create-mode PATH OCTAL    open(O_WRONLY|O_CREAT|O_EXCL) with that mode
@@ -322,6 +328,57 @@ bool closed_now(int s) {
   }
 }
 
+sockaddr_un unix_address(const std::string& path, socklen_t& len) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::string name = path;
+  if (!name.empty() && name[0] == '@') name[0] = '\0';
+  std::memcpy(a.sun_path, name.data(), std::min(name.size(), sizeof a.sun_path - 1));
+  len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size() + (path[0] == '@' ? 0 : 1));
+  return a;
+}
+
+std::string unix_dgram_send(const std::string& path) {
+  int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return "socket " + errno_str(errno);
+  socklen_t len = 0;
+  sockaddr_un a = unix_address(path, len);
+  ssize_t n = ::sendto(s, "dgram", 5, 0, reinterpret_cast<sockaddr*>(&a), len);
+  int err = errno;
+  ::close(s);
+  return n == 5 ? "ok" : errno_str(err);
+}
+
+std::string socketpair_dgram() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0) return errno_str(errno);
+  ::close(sv[0]);
+  ::close(sv[1]);
+  return "ok";
+}
+
+std::string unix_self(const std::string& path) {
+  socklen_t len = 0;
+  sockaddr_un a = unix_address(path, len);
+  int server = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (server < 0) return "socket " + errno_str(errno);
+  if (::bind(server, reinterpret_cast<sockaddr*>(&a), len) < 0) return "bind " + errno_str(errno);
+  if (::listen(server, 4) < 0) return "listen " + errno_str(errno);
+  int client = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (client < 0) return "socket " + errno_str(errno);
+  if (::connect(client, reinterpret_cast<sockaddr*>(&a), len) < 0) return "connect " + errno_str(errno);
+  int conn = ::accept4(server, nullptr, nullptr, SOCK_CLOEXEC);
+  if (conn < 0) return "accept " + errno_str(errno);
+  if (::write(client, "ping", 4) != 4) return "write " + errno_str(errno);
+  char buf[8] = {};
+  if (::read(conn, buf, 4) != 4 || std::memcmp(buf, "ping", 4) != 0) return "read " + errno_str(errno);
+  ::close(conn);
+  ::close(client);
+  ::close(server);
+  if (path[0] != '@') ::unlink(path.c_str());
+  return "ok";
+}
+
 // See unix-connect-orphan and orphan-exec in the usage above.
 std::string unix_connect_orphan(const std::string& path, int tries, const std::string& frames_file) {
   sockaddr_un a{};
@@ -551,6 +608,9 @@ std::string attempt(const std::vector<std::string>& a) {
   if (act == "unix-connect") return unix_connect_attempt(at(1));
   if (act == "unix-connect-orphan") return unix_connect_orphan(at(1), std::atoi(at(2).c_str()), "");
   if (act == "orphan-exec") return unix_connect_orphan(at(1), std::atoi(at(2).c_str()), at(3));
+  if (act == "unix-dgram-send") return unix_dgram_send(at(1));
+  if (act == "socketpair-dgram") return socketpair_dgram();
+  if (act == "unix-self") return unix_self(at(1));
   if (act == "copy") return copy_attempt(at(1), at(2));
   if (act == "chmod") return result_of(::chmod(at(1).c_str(), static_cast<mode_t>(std::strtol(at(2).c_str(), nullptr, 8))));
   if (act == "create-mode") {

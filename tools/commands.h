@@ -36,7 +36,7 @@ struct ExecOptions {
   // Isolation
   std::optional<Mode> mode;
   std::optional<Network> net;
-  std::vector<std::string> workspaces, deny_read, protect, binds;
+  std::vector<std::string> workspaces, deny_read, protect, binds, allow_sockets;
   std::optional<std::uint64_t> memory, pids, cpu_time_ms, max_file_size;  // bytes, count, ms, bytes
   std::optional<double> cpus;
   std::string scope;

@@ -102,6 +102,7 @@ bool build_policy(const ExecOptions& o, proto::ExecArgs& a, std::string& error) 
   for (const auto& w : o.workspaces) a.workspaces.push_back(absolute(w));
   for (const auto& d : o.deny_read) a.deny_read.push_back(absolute(d));
   for (const auto& p : o.protect) a.protect.push_back(absolute(p));
+  for (const auto& s : o.allow_sockets) a.allow_sockets.push_back(absolute(s));
   for (const auto& b : o.binds) {
     // SRC:DST[:ro|rw]
     auto first = b.find(':');

@@ -134,6 +134,9 @@ int main(int argc, char** argv) {
   add_repeatable(exec, "--deny-read", exec_opts.deny_read, "PATH masked inside (added to the scope's)");
   add_repeatable(exec, "--protect", exec_opts.protect,
                  "PATH kept read-only even inside a writable root (added to the scope's)");
+  add_repeatable(exec, "--allow-socket", exec_opts.allow_sockets,
+                 "PATH of a host Unix socket the command may connect to in read-only and workspace-write modes, "
+                 "where every other host socket is out of reach (no symlinks in PATH; audited)");
   add_repeatable(exec, "--bind", exec_opts.binds, "SRC:DST[:ro|rw] shows host path SRC at DST inside (default ro)");
   exec->add_option("--memory", exec_opts.memory, "memory cap for the whole tree (4M to 1024G); past it: status memory_limit")
       ->type_name("SIZE")->transform(size_in(cap_limits::kMinMemory, cap_limits::kMaxMemory));

@@ -55,6 +55,7 @@ Frame make_exec(std::uint64_t request_id, const ExecArgs& a) {
   auto workspaces = strings(a.workspaces);
   auto deny_read = strings(a.deny_read);
   auto protect = strings(a.protect);
+  auto allow_sockets = strings(a.allow_sockets);
   std::vector<flatbuffers::Offset<Bind>> binds;
   for (const auto& b : a.binds)
     binds.push_back(CreateBind(fbb, fbb.CreateString(b.source), fbb.CreateString(b.target), b.writable));
@@ -87,6 +88,7 @@ Frame make_exec(std::uint64_t request_id, const ExecArgs& a) {
   b.add_scope(scope);
   b.add_background(a.background);
   b.add_authorize(a.authorize);
+  b.add_allow_sockets(allow_sockets);
   return finish(fbb, request_id, b.Finish());
 }
 

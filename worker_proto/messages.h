@@ -36,6 +36,7 @@ struct ExecArgs {
   std::optional<Mode> mode;
   std::optional<Network> network;
   std::vector<std::string> workspaces, deny_read, protect;
+  std::vector<std::string> allow_sockets;  // host Unix sockets reachable from the confining modes
   struct BindArg {
     std::string source, target;
     bool writable = false;
