@@ -200,7 +200,9 @@ int layer_directory(const char* dir) {
 // /tmp) it is made there, as the scope's own file. Anywhere else, the nearest existing
 // ancestor gets a tmpfs layer (layer_directory), the missing directories are made in the
 // layer, and the layer is made read-only: only new names directly in that ancestor are lost.
-int make_mount_point(const char* path, bool is_dir, std::uint64_t temp_mount) {
+// `own` are the mounts that are the sandbox's own already (the temp dir at /tmp and /var/tmp,
+// the empty /run): a mount point beneath them is made there.
+int make_mount_point(const char* path, bool is_dir, const std::uint64_t* own, std::size_t own_count) {
   struct stat st {};
   if (::stat(path, &st) == 0) return 0;
   char ancestor[4096];
@@ -223,7 +225,9 @@ int make_mount_point(const char* path, bool is_dir, std::uint64_t temp_mount) {
     errno = ENOTDIR;
     return -1;
   }
-  if (temp_mount != 0 && mount_id(AT_FDCWD, ancestor, 0) == temp_mount) return ensure_target(path, is_dir);
+  const std::uint64_t ancestor_mount = own_count ? mount_id(AT_FDCWD, ancestor, 0) : 0;
+  for (std::size_t k = 0; k < own_count; ++k)
+    if (own[k] != 0 && ancestor_mount == own[k]) return ensure_target(path, is_dir);
   if (std::strcmp(ancestor, "/") == 0) {
     errno = EINVAL;  // the root cannot be layered; the supervisor refuses such targets first
     return -1;
@@ -345,18 +349,23 @@ void build_mount_view(SandboxPlan& plan, Sources& src) {
     // whose flags are locked by the user namespace; removing it would not be.
     if (set_readonly(AT_FDCWD, "/", AT_RECURSIVE, true) < 0) fail(plan, Step::mount_root_ro, errno);
   }
-  if (plan.empty_run) empty_run(plan, src);
-
-  // The binds come in order: the temp dir at /tmp first, then the workspace roots and --bind.
-  std::uint64_t temp_mount = 0;
+  // The binds come in order: the temp dir at /tmp (and /var/tmp) first, then the workspace
+  // roots and --bind.
+  std::uint64_t own_mounts[3] = {};
+  std::size_t own_count = 0;
+  if (plan.empty_run) {
+    empty_run(plan, src);
+    own_mounts[own_count++] = mount_id(AT_FDCWD, "/run", 0);
+  }
   for (std::size_t i = 0; i < plan.bind_count; ++i) {
     BindMount& b = plan.binds[i];
     int rc = b.writable ? set_writable_bind(b.tree_fd) : set_readonly(b.tree_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, true);
     if (rc < 0) fail(plan, Step::mount_bind, errno);
-    if (make_mount_point(b.target, b.is_dir, temp_mount) < 0) fail(plan, Step::mount_target, errno);
+    if (make_mount_point(b.target, b.is_dir, own_mounts, own_count) < 0) fail(plan, Step::mount_target, errno);
     if (::move_mount(b.tree_fd, "", AT_FDCWD, b.target, MOVE_MOUNT_F_EMPTY_PATH) < 0) fail(plan, Step::mount_bind, errno);
     ::close(b.tree_fd);
-    if (i == 0 && std::strcmp(b.target, "/tmp") == 0) temp_mount = mount_id(AT_FDCWD, "/tmp", 0);
+    if (i <= 1 && (std::strcmp(b.target, "/tmp") == 0 || std::strcmp(b.target, "/var/tmp") == 0) && own_count < 3)
+      own_mounts[own_count++] = mount_id(AT_FDCWD, b.target, 0);
   }
 
   if (!plan.full_access) {

@@ -9,8 +9,11 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
+#include <cstring>
 #include <functional>
 #include <map>
 #include <regex>
@@ -191,6 +194,20 @@ TEST_CASE("CLI matrix: each repeatable option takes one value, last before -- an
   cases["exec --deny-read"] = exec_case({"--workspace", ws.path, "--deny-read", secret}, {"/bin/cat", secret}, fails);
   cases["exec --protect"] = exec_case({"--workspace", ws.path, "--protect", guarded}, {"/usr/bin/touch", guarded}, fails);
   cases["exec --bind"] = exec_case({"--bind", ws.path + ":/mnt:ro"}, {"/bin/cat", "/mnt/f"}, prints("content\n"));
+  // A host socket whose listener is gone: allowed, the connect gets as far as the socket
+  // (ECONNREFUSED); without --allow-socket the broker refuses it (EACCES).
+  const std::string dead_socket = ws.path + "/dead.sock";
+  {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, dead_socket.c_str(), dead_socket.size() + 1);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    ::close(fd);
+  }
+  REQUIRE(run({"exec", "--socket", s.socket(), "--", kHelper, "unix-connect", dead_socket}).out == "errno=EACCES\n");
+  cases["exec --allow-socket"] =
+      exec_case({"--allow-socket", dead_socket}, {kHelper, "unix-connect", dead_socket}, prints("errno=ECONNREFUSED\n"));
 
   // read/write/ls OPTION VALUE PATH (a positional).
   cases["read --workspace"] = [&](const std::string& socket, Place) {

@@ -1158,7 +1158,7 @@ TEST_CASE("19. host IPC: --allow-socket makes exactly the named host socket reac
   }
   CHECK(wait_until([&] { return outside.accepted() + hidden.accepted() == reached; }, 3s));
   CHECK(other.accepted() == 0);
-  CHECK(s.log().find("allow_sockets=[\"" + outside.stream_path() + "\",\"" + hidden.stream_path() + "\"]") !=
+  CHECK(s.log().find("\"allow_sockets\":[\"" + outside.stream_path() + "\",\"" + hidden.stream_path() + "\"]") !=
         std::string::npos);
 
   // Refused: a path through a symlink (a sandbox could have planted it), and a non-socket.
