@@ -194,8 +194,9 @@ TEST_CASE("CLI matrix: each repeatable option takes one value, last before -- an
   cases["exec --deny-read"] = exec_case({"--workspace", ws.path, "--deny-read", secret}, {"/bin/cat", secret}, fails);
   cases["exec --protect"] = exec_case({"--workspace", ws.path, "--protect", guarded}, {"/usr/bin/touch", guarded}, fails);
   cases["exec --bind"] = exec_case({"--bind", ws.path + ":/mnt:ro"}, {"/bin/cat", "/mnt/f"}, prints("content\n"));
-  // A host socket whose listener is gone: allowed, the connect gets as far as the socket
-  // (ECONNREFUSED); without --allow-socket the broker refuses it (EACCES).
+  // A host socket under the host's /tmp whose listener is gone: without --allow-socket the
+  // sandbox does not even see it (ENOENT); allowed, it is shown at its own path and the
+  // connect gets as far as the socket (ECONNREFUSED).
   const std::string dead_socket = ws.path + "/dead.sock";
   {
     int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -205,7 +206,7 @@ TEST_CASE("CLI matrix: each repeatable option takes one value, last before -- an
     REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
     ::close(fd);
   }
-  REQUIRE(run({"exec", "--socket", s.socket(), "--", kHelper, "unix-connect", dead_socket}).out == "errno=EACCES\n");
+  REQUIRE(run({"exec", "--socket", s.socket(), "--", kHelper, "unix-connect", dead_socket}).out == "errno=ENOENT\n");
   cases["exec --allow-socket"] =
       exec_case({"--allow-socket", dead_socket}, {kHelper, "unix-connect", dead_socket}, prints("errno=ECONNREFUSED\n"));
 
