@@ -584,11 +584,11 @@ void close_all_except(int* keep, std::size_t n) {
   for (;;) {
     // The signals, the death pipe and (confining modes) the connect broker, in one poll().
     struct pollfd fds[2 + kBrokerMaxPollFds] = {{sigfd, POLLIN, 0}, {plan.death_fd, POLLIN, 0}};
-    std::size_t n = 2;
-    if (broker) n += broker_poll_fds(*broker, fds + 2);
-    if (::poll(fds, n, -1) < 0) continue;  // EINTR
+    std::size_t nfds = 2;
+    if (broker) nfds += broker_poll_fds(*broker, fds + 2);
+    if (::poll(fds, nfds, -1) < 0) continue;  // EINTR
     if (fds[1].revents) end_sandbox();  // EOF (or an error): the supervisor is gone
-    if (broker) broker_on_poll(*broker, fds + 2, n - 2);
+    if (broker) broker_on_poll(*broker, fds + 2, nfds - 2);
     if (!(fds[0].revents & POLLIN)) continue;
     struct signalfd_siginfo si {};
     if (::read(sigfd, &si, sizeof si) != static_cast<ssize_t>(sizeof si)) continue;
