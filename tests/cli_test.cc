@@ -205,6 +205,7 @@ TEST_CASE("CLI matrix: each repeatable option takes one value, last before -- an
     std::memcpy(a.sun_path, dead_socket.c_str(), dead_socket.size() + 1);
     REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
     ::close(fd);
+    REQUIRE(::chmod(dead_socket.c_str(), 0777) == 0);  // the sandbox uid's own right is checked too
   }
   REQUIRE(run({"exec", "--socket", s.socket(), "--", kHelper, "unix-connect", dead_socket}).out == "errno=ENOENT\n");
   cases["exec --allow-socket"] =
