@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <grp.h>
+#include <fstream>
 #include <sys/socket.h>
 
 #include "tests/test_util.h"
@@ -83,7 +84,18 @@ const std::string kEcho = CORRAL_ECHO_WORKER;
 
 TEST_CASE("a client that sends requests and reads no reply stops being read: forty 15 MiB reads") {
   Server s;
-  const std::string file = kCorral;  // any readable file of more than 15 MiB
+  // A sparse 16 MiB file beside the programs sandboxed tests run: outside /tmp, which the file
+  // tools, like a command, see as the scope's temp dir (a build tree under /tmp is hidden).
+  const std::string file = std::filesystem::path(kHelper).parent_path().string() + "/server-test-16m-" +
+                           std::to_string(::getpid());
+  {
+    std::ofstream(file).close();
+    std::filesystem::resize_file(file, 16u << 20);
+  }
+  struct Remove {
+    std::string path;
+    ~Remove() { std::remove(path.c_str()); }
+  } remove_file{file};
   REQUIRE(std::filesystem::file_size(file) > (15u << 20));
   auto c = s.connect();
   REQUIRE(c);
