@@ -364,6 +364,11 @@ struct Execution::State : std::enable_shared_from_this<State> {
     ss.cwd = !spec.cwd.empty() ? spec.cwd : spec.policy ? std::string("/tmp") : spec.temp_dir;
     ss.fds = {{stdin_read.get(), 0}, {out_pipe->write.get(), 1}, {err_pipe->write.get(), 2}};
     if (extra) ss.fds.push_back({extra.get(), 3});
+    if (spec.script_fd) ss.fds.push_back({spec.script_fd->get(), 4});
+    if (spec.program_fd) {
+      if (!spec.policy) return fail_setup(Status::invalid("a program descriptor needs a sandbox"));
+      ss.exec_fd = spec.program_fd->get();
+    }
     if (spec.policy) {
       auto launched = spec.host->launch(ss, *spec.policy, spec.temp_dir, spec.cgroup_name, spec.hold_for_authorization,
                                         spec.netns_fd);

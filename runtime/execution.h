@@ -48,6 +48,13 @@ struct ExecSpec {
   // An extra fd placed at fd 3 in the child (a worker's socketpair end). The execution owns
   // it from start() on and closes it once the child is spawned (or never will be).
   int extra_fd = -1;
+  // Workers (sandboxed only): the program exactly as it was checked, executed by descriptor
+  // (execveat with AT_EMPTY_PATH) instead of by argv[0]'s name, which inside the view may
+  // name something else (/tmp is the scope's temp dir); and an interpreter script, opened when
+  // it was checked, placed at fd 4 (its argv names /dev/fd/4). Shared: a worker's restart runs
+  // the same files.
+  std::shared_ptr<UniqueFd> program_fd;
+  std::shared_ptr<UniqueFd> script_fd;
 
   // Isolation (sandbox.h). With a policy the command runs in its own namespaces on `host`;
   // it sees temp_dir as /tmp, which is then its default cwd, HOME and TMPDIR. Without one

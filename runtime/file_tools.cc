@@ -1,5 +1,7 @@
 #include "runtime/file_tools.h"
 
+#include "runtime/host_path.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -20,7 +22,8 @@ namespace corral::files {
 namespace {
 
 constexpr std::size_t kNpos = std::string::npos;
-constexpr int kMaxWriteHops = 40;  // symlinks followed by write_file, as the kernel's own limit
+constexpr std::string_view kSymlinkRefused =
+    "is or goes through a symlink, which corral does not follow below a directory a sandbox may write";
 
 // The client's path as shown in messages: quoted, control bytes (NUL included) escaped.
 std::string quote(std::string_view path) {
@@ -107,25 +110,18 @@ long raw_openat2(int dirfd, const std::string& rel, std::uint64_t flags, std::ui
   return r;
 }
 
-// Opens `rel` beneath `dirfd`, the kernel refusing every escape. `shown` names the client's path.
+// Opens `rel` beneath `dirfd` without following any symlink: every root is a directory some
+// sandbox may write, so a link there may have been planted (runtime/host_path.h). The kernel
+// refuses links, magic links and escapes. `shown` names the client's path.
 StatusOr<UniqueFd> open_beneath(int dirfd, const std::string& rel, int flags,
                                 const std::string& shown, std::string_view what = {}) {
   long r = raw_openat2(dirfd, rel, static_cast<std::uint64_t>(flags), 0,
-                       RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+                       RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
   if (r >= 0) return UniqueFd(static_cast<int>(r));
   int err = errno;
   switch (err) {
-    case EXDEV: return fail("resolve", EXDEV, shown, "escapes the root (symlink)");
-    case ELOOP: {
-      // Either a symlink loop or a magic link. Without RESOLVE_NO_MAGICLINKS the scoped lookup
-      // reports a magic link as EXDEV instead, which tells the two apart (O_PATH: opens nothing).
-      long probe = raw_openat2(dirfd, rel, O_PATH, 0, RESOLVE_BENEATH);
-      int probe_err = probe < 0 ? errno : 0;
-      if (probe >= 0) ::close(static_cast<int>(probe));
-      if (probe_err == ELOOP) return fail("resolve", ELOOP, shown, "too many levels of symlinks");
-      return fail("resolve", ELOOP, shown,
-                  "goes through a magic link (/proc/*/root, /proc/*/fd/N, ...), not allowed");
-    }
+    case ELOOP: return fail("resolve", ELOOP, shown, kSymlinkRefused);
+    case EXDEV: return fail("resolve", EXDEV, shown, "escapes the root");
     case ENOSYS:
       return fail("open", ENOSYS, shown, "openat2 is unavailable (needs Linux 5.6 or later)");
     default: return fail_errno("open", err, shown, what);
@@ -323,12 +319,29 @@ StatusOr<Resolved> resolve(const Roots& roots, const std::string& path, bool for
   if (for_write && !roots.writable[index])
     return fail("readonly", EROFS, shown, "read-only (root '" + root + "' is not writable)");
 
-  int fd = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (!roots.fds.empty() && roots.fds.size() != roots.roots.size())
+    return Status::invalid("file tools: roots and descriptors differ in length");
+  int fd = roots.fds.empty() ? ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)
+                             : ::fcntl(roots.fds[index], F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return fail_errno("open", errno, "root '" + root + "'");
   Resolved out;
   out.root_fd.reset(fd);
   out.rel = join(full, skip);
   out.root_index = index;
+  if (root == "/" && out.rel != "." && out.rel.find('/') != kNpos) {
+    // Anywhere on the host (danger-full-access): the directory part is walked like any host
+    // path, so links in system directories (/bin -> usr/bin) are followed and no others.
+    const std::size_t slash = out.rel.rfind('/');
+    auto dir = resolve_host_path("/" + out.rel.substr(0, slash), "path");
+    if (!dir.ok()) {
+      if (dir.status().err() == ELOOP) return fail("resolve", ELOOP, shown, kSymlinkRefused);
+      return fail_errno("open", dir.status().err(), shown);
+    }
+    int dfd = ::fcntl(dir->get(), F_DUPFD_CLOEXEC, 0);
+    if (dfd < 0) return fail_errno("open", errno, shown);
+    out.root_fd.reset(dfd);
+    out.rel = out.rel.substr(slash + 1);
+  }
   return out;
 }
 
@@ -376,44 +389,24 @@ Status write_file(const Roots& roots, const std::string& path, std::string_view 
   if (!r.ok()) return r.status();
   if (path.back() == '/') return fail("type", EISDIR, shown, "names a directory, not a file");
 
-  // Find the directory and name to replace, following a final symlink while it stays beneath
-  // the root (the link is kept, its target replaced). Intermediate components, and `..` inside
-  // a link target, are left to openat2.
-  std::string cur = r->rel;
-  UniqueFd dir;
-  std::string name;
+  // The directory and the name to replace. A final symlink is refused like any other: the
+  // write would land wherever a sandbox pointed it.
+  const std::string& cur = r->rel;
+  const std::size_t slash = cur.rfind('/');
+  const std::string dir_rel = slash == kNpos ? std::string(".") : cur.substr(0, slash);
+  const std::string name = slash == kNpos ? cur : cur.substr(slash + 1);
+  if (name.empty() || name == "." || name == "..") return fail("type", EISDIR, shown, "names a directory, not a file");
+  auto d = open_beneath(r->root_fd.get(), dir_rel, O_RDONLY | O_DIRECTORY, shown, "parent directory");
+  if (!d.ok()) return d.status();
+  UniqueFd dir = std::move(*d);
   mode_t mode = 0644;
-  for (int hops = 0;; ++hops) {
-    const std::size_t slash = cur.rfind('/');
-    const std::string dir_rel = slash == kNpos ? std::string(".") : cur.substr(0, slash);
-    name = slash == kNpos ? cur : cur.substr(slash + 1);
-    if (name.empty() || name == "." || name == "..")
-      return fail("type", EISDIR, shown, "names a directory, not a file");
-    auto d =
-        open_beneath(r->root_fd.get(), dir_rel, O_RDONLY | O_DIRECTORY, shown, "parent directory");
-    if (!d.ok()) return d.status();
-    dir = std::move(*d);
-
-    struct stat st;
-    if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno == ENOENT) break;  // a new file
-      return fail_errno("open", errno, shown);
-    }
-    if (S_ISREG(st.st_mode)) {
-      mode = st.st_mode & 07777;
-      break;
-    }
-    if (!S_ISLNK(st.st_mode)) return wrong_type(shown, st.st_mode, "a regular file");
-    if (hops >= kMaxWriteHops) return fail("resolve", ELOOP, shown, "too many levels of symlinks");
-    char buf[PATH_MAX];
-    ssize_t n = ::readlinkat(dir.get(), name.c_str(), buf, sizeof buf);
-    if (n < 0) return fail_errno("open", errno, shown, "readlink");
-    if (n == 0 || static_cast<std::size_t>(n) == sizeof buf)
-      return fail("resolve", EINVAL, shown, "unusable symlink target");
-    const std::string_view target(buf, static_cast<std::size_t>(n));
-    // openat2 never follows an absolute link under RESOLVE_BENEATH; neither does write.
-    if (target[0] == '/') return fail("resolve", EXDEV, shown, "escapes the root (symlink)");
-    cur = (dir_rel == "." ? std::string() : dir_rel + "/") + std::string(target);
+  struct stat st;
+  if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISLNK(st.st_mode)) return fail("resolve", ELOOP, shown, kSymlinkRefused);
+    if (!S_ISREG(st.st_mode)) return wrong_type(shown, st.st_mode, "a regular file");
+    mode = st.st_mode & 07777;
+  } else if (errno != ENOENT) {
+    return fail_errno("open", errno, shown);
   }
   if (Status s = check_guards(roots, dir.get(), name, true, shown); !s.ok()) return s;
 

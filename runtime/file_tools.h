@@ -5,11 +5,11 @@
 //    that would stay inside); an absolute path must lie beneath one of the roots, compared
 //    component by component (root `/a/b` does not cover `/a/bc`);
 //  - by the kernel: the remainder is opened with openat2(2) (Linux >= 5.6) relative to the root
-//    with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS, so a symlink may be followed while it stays
-//    beneath the root, and any escape (absolute symlink target, `..` past the root, a symlink to
-//    /proc/self/root or /proc/self/fd/N) fails. Symlinks are not refused as such, but a symlink
-//    with an absolute target is never followed, even one pointing inside the root (the
-//    RESOLVE_BENEATH rule); it is reported as an escape.
+//    with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: no symlink is followed, not even one staying
+//    beneath the root (every root is a directory some sandbox may write, so a link in it may
+//    have been planted to redirect this very call; runtime/host_path.h), nor any magic link.
+//    Under the root "/" (danger-full-access) the directory part is walked as a host path
+//    instead, so links in system directories (/bin -> usr/bin) are followed there.
 // Hard links are not a path property: a hard link inside a root to a file outside IS a file in
 // the root and is read like any other. Keeping such links out is the mount layer's job (binds,
 // --protect/--deny-read), not this one's.
@@ -54,6 +54,10 @@ struct Roots {
   // Beneath these `denied` does not apply: the scope's temp dir, which commands see at /tmp
   // and not at its host path (where the supervisor's temp area is masked).
   std::vector<std::string> not_denied = {};
+  // Optional, parallel to roots: each root as the descriptor it was resolved to
+  // (runtime/host_path.h; borrowed). When given, the tools start from these, never from the
+  // names, so a root swapped for a link after it was checked is not followed.
+  std::vector<int> fds = {};
 };
 
 // A path resolved lexically: the root it falls under, opened (O_PATH | O_DIRECTORY), and the
@@ -102,9 +106,8 @@ StatusOr<ReadResult> read_bytes(const Roots& roots, const std::string& path, std
 // link), fsyncs it, renameat()s it over the target within the same directory fd, then fsyncs
 // the directory; on failure the temp file is removed. A new file gets mode 0644 (umask ignored);
 // a replaced file keeps its permission bits (not its owner or other links).
-// A final component that is a symlink staying beneath the root is followed (up to 40 hops) and
-// its target is replaced, the link itself is kept; a link escaping the root is refused (step
-// "resolve"). A path naming a directory, or ending in '/', is refused (step "type").
+// A symlink anywhere on the path, the final component included, is refused (step "resolve",
+// ELOOP). A path naming a directory, or ending in '/', is refused (step "type").
 Status write_file(const Roots& roots, const std::string& path, std::string_view data, bool binary,
                   std::uint64_t max_bytes);
 
@@ -120,8 +123,7 @@ struct Listing {
 };
 
 // Lists a directory: the max_entries (1..kMaxListEntries, else step "size") first names in
-// sorted order, with lstat semantics (a symlink is listed as a symlink, never followed). The
-// directory itself may be reached through symlinks staying beneath the root. Memory is bounded
+// sorted order, with lstat semantics (a symlink is listed as a symlink, never followed). Memory is bounded
 // by max_entries whatever the directory's size. An entry removed while listing is skipped.
 StatusOr<Listing> list_dir(const Roots& roots, const std::string& path, std::size_t max_entries);
 

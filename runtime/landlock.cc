@@ -69,6 +69,19 @@ std::uint64_t fs_rights_for_abi(int abi) {
   return rights;
 }
 
+// Adds a path-beneath rule for the object `fd` refers to; `path` only names it in messages.
+Status add_fd_rule(int ruleset, int fd, const std::string& path, std::uint64_t rights, std::uint64_t handled) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Status::from_errno("landlock", errno, "fstat " + path);
+  if (!S_ISDIR(st.st_mode)) rights &= kFsFileRights;
+  rights &= handled;
+  if (rights == 0) return Status();
+  PathBeneathAttr attr{rights, fd};
+  if (::syscall(kSysAddRule, ruleset, kRulePathBeneath, &attr, 0) != 0)
+    return Status::from_errno("landlock", errno, "add rule for " + path);
+  return Status();
+}
+
 // Adds a path-beneath rule for `path` granting `rights` (masked to what the ruleset handles).
 Status add_path_rule(int ruleset, const std::string& path, std::uint64_t rights, std::uint64_t handled) {
   UniqueFd fd(::open(path.c_str(), O_PATH | O_CLOEXEC));
@@ -76,15 +89,7 @@ Status add_path_rule(int ruleset, const std::string& path, std::uint64_t rights,
     if (errno == ENOENT || errno == ENOTDIR) return Status();  // does not exist: skipped
     return Status::from_errno("landlock", errno, "open " + path);
   }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return Status::from_errno("landlock", errno, "fstat " + path);
-  if (!S_ISDIR(st.st_mode)) rights &= kFsFileRights;
-  rights &= handled;
-  if (rights == 0) return Status();
-  PathBeneathAttr attr{rights, fd.get()};
-  if (::syscall(kSysAddRule, ruleset, kRulePathBeneath, &attr, 0) != 0)
-    return Status::from_errno("landlock", errno, "add rule for " + path);
-  return Status();
+  return add_fd_rule(ruleset, fd.get(), path, rights, handled);
 }
 
 }  // namespace
@@ -126,6 +131,9 @@ StatusOr<UniqueFd> build_landlock_ruleset(const LandlockPolicy& policy) {
   }
   for (const auto& path : policy.write_roots) {
     if (Status s = add_path_rule(ruleset.get(), path, handled_fs, handled_fs); !s.ok()) return s;
+  }
+  for (int fd : policy.write_root_fds) {
+    if (Status s = add_fd_rule(ruleset.get(), fd, "a writable root", handled_fs, handled_fs); !s.ok()) return s;
   }
   for (const auto& path : policy.write_files) {
     if (Status s = add_path_rule(ruleset.get(), path, kWriteFileRights, handled_fs); !s.ok()) return s;

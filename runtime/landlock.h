@@ -30,6 +30,7 @@ int landlock_abi();
 struct LandlockPolicy {
   std::vector<std::string> read_roots;    // read + execute beneath (e.g. "/")
   std::vector<std::string> write_roots;   // full file access beneath (workspace roots, the temp dir)
+  std::vector<int> write_root_fds;        // the same, by descriptor (borrowed; host paths resolved once)
   std::vector<std::string> write_files;   // single files that need write (e.g. /dev/null, /dev/tty)
   bool deny_tcp = true;                   // ABI>=4: handle bind/connect TCP with no rule (= denied)
   bool scope_signals = true;              // ABI>=6: the sandbox cannot signal processes outside it

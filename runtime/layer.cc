@@ -30,6 +30,7 @@ constexpr std::array<Entry, kLayerCount> kNames = {{
     {Layer::cgroup_kill, "cgroup-kill"},
     {Layer::rlimits, "rlimits"},
     {Layer::caps_dropped, "caps-dropped"},
+    {Layer::groups_dropped, "groups-dropped"},
     {Layer::idmapped_mounts, "idmapped-mounts"},
     {Layer::host_ipc, "host-ipc"},
     {Layer::mount_view, "mount-view"},

@@ -35,6 +35,7 @@ enum class Layer : std::uint8_t {
   cgroup_kill,
   rlimits,
   caps_dropped,
+  groups_dropped,
   idmapped_mounts,
   host_ipc,
   mount_view,

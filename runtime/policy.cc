@@ -9,7 +9,7 @@
 
 #include "runtime/unique_fd.h"
 
-#include <stdlib.h>
+#include <filesystem>
 
 #include <algorithm>
 #include <memory>
@@ -62,12 +62,33 @@ Status check_path(const std::string& what, const std::string& p) {
   return {};
 }
 
-// Resolves symlinks so that a mount lands where the path really is.
-Status canonical(const std::string& what, std::string& p) {
-  if (Status st = check_path(what, p); !st.ok()) return st;
-  std::unique_ptr<char, decltype(&free)> real(::realpath(p.c_str(), nullptr), &free);
-  if (!real) return Status::from_errno("path", errno, what + " '" + p + "'");
-  p = real.get();
+// Resolves every host path the policy names, with the calling thread's credentials.
+Status resolve_all(Policy& policy, ResolvedPaths& out) {
+  const bool writable_ws = policy.mode != Mode::read_only;
+  auto one = [](const std::string& what, std::string& p, bool writable, std::vector<HostPath>& into) -> Status {
+    if (Status st = check_path(what, p); !st.ok()) return st;
+    auto r = resolve_host_path(p, what);
+    if (!r.ok()) return r.status();
+    const bool dir = S_ISDIR(r->st.st_mode);
+    if (Status st = check_access(*r, dir ? (R_OK | X_OK) : R_OK, what); !st.ok()) return st;
+    if (writable) {
+      if (Status st = writable_root_allowed(*r, what); !st.ok()) return st;
+      if (Status st = check_access(*r, dir ? (W_OK | X_OK) : W_OK, what); !st.ok()) return st;
+    }
+    p = r->path;
+    into.push_back(std::move(*r));
+    return {};
+  };
+  for (auto& w : policy.workspaces)
+    if (Status st = one("--workspace", w, writable_ws, out.workspaces); !st.ok()) return st;
+  for (auto& d : policy.deny_read)
+    if (Status st = one("--deny-read", d, false, out.deny_read); !st.ok()) return st;
+  for (auto& p : policy.protect)
+    if (Status st = one("--protect", p, false, out.protect); !st.ok()) return st;
+  for (auto& b : policy.binds) {
+    if (Status st = one("--bind source", b.source, b.writable && policy.mode != Mode::read_only, out.bind_sources); !st.ok())
+      return st;
+  }
   return {};
 }
 
@@ -94,22 +115,20 @@ std::string hides(const std::string& target, const Policy& policy) {
 
 }  // namespace
 
-Status normalize(Policy& policy) {
-  for (auto& w : policy.workspaces)
-    if (Status st = canonical("--workspace", w); !st.ok()) return st;
-  for (auto& d : policy.deny_read)
-    if (Status st = canonical("--deny-read", d); !st.ok()) return st;
-  for (auto& p : policy.protect)
-    if (Status st = canonical("--protect", p); !st.ok()) return st;
+Status normalize(Policy& policy, const Credentials* peer) {
   for (auto& b : policy.binds) {
-    if (Status st = canonical("--bind source", b.source); !st.ok()) return st;
     if (Status st = check_path("--bind target", b.target); !st.ok()) return st;
     b.target = lexical(b.target);
-    if (std::string why = hides(b.target, policy); !why.empty())
-      return Status::invalid("--bind target " + b.target + " is refused: " + why);
     if (b.writable && policy.mode == Mode::read_only)
       return Status::invalid("--bind " + b.source + ":" + b.target + ":rw is not allowed in read-only mode");
   }
+  auto resolved = std::make_shared<ResolvedPaths>();
+  if (Status st = with_credentials(peer, [&] { return resolve_all(policy, *resolved); }); !st.ok()) return st;
+  policy.resolved = std::move(resolved);
+  // Against the workspace roots as resolved (canonical).
+  for (const auto& b : policy.binds)
+    if (std::string why = hides(b.target, policy); !why.empty())
+      return Status::invalid("--bind target " + b.target + " is refused: " + why);
   const Caps& c = policy.caps;
   if (c.memory_bytes && (*c.memory_bytes < cap_limits::kMinMemory || *c.memory_bytes > cap_limits::kMaxMemory))
     return Status::invalid("--memory must be between 4M and 1024G");

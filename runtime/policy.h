@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/host_path.h"
 #include "runtime/status.h"
 
 namespace corral {
@@ -58,6 +59,12 @@ inline constexpr std::chrono::milliseconds kMinCpuTime{10};
 inline constexpr std::uint64_t kMaxFileSize = 1ULL << 50;
 }  // namespace cap_limits
 
+// What normalize() resolved, parallel to the Policy's own lists: the descriptors that mounts,
+// idmaps and Landlock use (never the names again). Shared by copies of the Policy.
+struct ResolvedPaths {
+  std::vector<HostPath> workspaces, deny_read, protect, bind_sources;
+};
+
 struct Policy {
   bool sandboxed = true;  // false only for the engine's own unit tests of the bare path
   Mode mode = Mode::workspace_write;
@@ -68,6 +75,7 @@ struct Policy {
   std::vector<Bind> binds;
   std::vector<AllowedSocket> allow_sockets;  // --allow-socket, also shown at its own path
   Caps caps;
+  std::shared_ptr<const ResolvedPaths> resolved;  // set by normalize()
 };
 
 // --allow-socket: checks each path (absolute, no "..", at most kMaxAllowedSockets), opens it
@@ -76,8 +84,13 @@ struct Policy {
 Status resolve_allow_sockets(Policy& policy);
 
 // Checks shapes and bounds (absolute paths, no "..", caps in range, binds ro in read-only
-// mode) and canonicalizes paths that must exist (realpath). The message names the option.
-Status normalize(Policy& policy);
+// mode) and resolves every host path by descriptor walk (runtime/host_path.h) with `peer`'s
+// credentials when given (a root supervisor checking a peer): every path must exist and be
+// readable by the peer; a root writable in the sandbox (workspace roots outside read-only mode,
+// rw bind sources) must be writable by the peer and not a system directory. The names are
+// replaced by their canonical form and the descriptors kept in `resolved`. The message names
+// the option.
+Status normalize(Policy& policy, const Credentials* peer = nullptr);
 
 // What one request (a command, a background command, a worker, an authorized launch, a file
 // tool call or a child scope) asks for, on top of the scope it runs in. Absent means "the

@@ -1,6 +1,9 @@
 #include "runtime/sandbox.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <spawn.h>
 #include <sched.h>
 #include <signal.h>
 #include <net/if.h>
@@ -13,10 +16,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 
+#include "runtime/host_path.h"
 #include "runtime/landlock.h"
 #include "runtime/sandbox_plan.h"
 #include "runtime/seccomp_filter.h"
@@ -85,6 +93,90 @@ std::string errno_reason(const std::string& what, int err) {
   return what + " failed: " + std::strerror(err);
 }
 
+// The first gid of `uid`'s range in an /etc/subgid-format file (lines "name:start:count", the
+// name being a user name or a uid number).
+std::optional<gid_t> subgid_for(uid_t uid, const std::string& file) {
+  std::string name = std::to_string(uid);
+  std::vector<char> buf(16384);
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found) name = found->pw_name;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    auto a = line.find(':'), b = line.rfind(':');
+    if (a == std::string::npos || b == a) continue;
+    const std::string who = line.substr(0, a);
+    if (who != name && who != std::to_string(uid)) continue;
+    char* end = nullptr;
+    unsigned long start = std::strtoul(line.c_str() + a + 1, &end, 10);
+    unsigned long count = std::strtoul(line.c_str() + b + 1, nullptr, 10);
+    if (count > 0 && start > 0) return static_cast<gid_t>(start);
+  }
+  return std::nullopt;
+}
+
+// Writes `pid`'s gid map through the setuid newgidmap (uidmap package): our own gid to itself,
+// plus one gid of our /etc/subgid range at inside gid `gid == 0 ? 1 : 0`. A map that uses a
+// subgid range leaves setgroups allowed, so the sandbox can drop its supplementary groups
+// (writing gid_map ourselves needs setgroups denied first). newgidmap(1).
+Status run_newgidmap(const std::string& program, pid_t pid, gid_t gid, gid_t subgid) {
+  const std::string other = gid == 0 ? "1" : "0";
+  std::vector<std::string> args = {program, std::to_string(pid), std::to_string(gid), std::to_string(gid), "1",
+                                   other, std::to_string(subgid), "1"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  char* envp[] = {nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t child = -1;
+  int err = ::posix_spawn(&child, program.c_str(), &fa, nullptr, argv.data(), envp);
+  posix_spawn_file_actions_destroy(&fa);
+  if (err != 0) return Status::from_errno("newgidmap", err, program);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return Status::error("newgidmap", EPERM, program + " " + std::to_string(pid) + " failed (exit status " +
+                                                 std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
+  return {};
+}
+
+// Probe for a non-root supervisor: a user namespace whose gid map newgidmap writes, in which
+// setgroups(0) then works. 0 or an errno; `why` says what failed.
+int probe_drop_groups(const HostOptions& o, gid_t subgid, std::string& why) {
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) < 0) return errno;
+  UniqueFd r(pipefd[0]), w(pipefd[1]);
+  static int (*const fn)(void*) = [](void* fd) -> int {
+    char c;
+    if (::read(*static_cast<int*>(fd), &c, 1) != 1) return EPIPE;
+    return ::setgroups(0, nullptr) == 0 ? 0 : errno;
+  };
+  int rfd = r.get();
+  std::vector<char> stack(64 * 1024);
+  pid_t pid = ::clone(fn, stack.data() + stack.size(), CLONE_NEWUSER | SIGCHLD, &rfd);
+  if (pid < 0) return errno;
+  Status st = write_file("/proc/" + std::to_string(pid) + "/uid_map",
+                         std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1");
+  if (st.ok()) st = run_newgidmap(o.newgidmap, pid, ::getegid(), subgid);
+  if (!st.ok()) why = st.message();
+  char go = 'g';
+  if (st.ok() && ::write(w.get(), &go, 1) != 1) st = Status::from_errno("probe", errno);
+  w.reset();
+  int status = 0;
+  if (!st.ok()) ::kill(pid, SIGKILL);
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!st.ok()) return st.err() ? st.err() : EPERM;
+  const int err = WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
+  if (err) why = errno_reason("setgroups(0) after newgidmap", err);
+  return err;
+}
+
 }  // namespace
 
 struct SandboxHost::Impl {
@@ -94,12 +186,46 @@ struct SandboxHost::Impl {
   std::optional<SeccompProgram> seccomp_denied_broker, seccomp_allowed_broker;
   UniqueFd init_landlock_denied, init_landlock_allowed;  // init's own domain, by network
   bool idmap = false;
+  std::optional<gid_t> subgid;  // non-root: a gid of our /etc/subgid range, for newgidmap
+  std::mutex userns_mutex;      // guards owner_userns
+  std::map<std::pair<uid_t, gid_t>, UniqueFd> owner_userns;  // owner -> sandbox ids, for idmaps
   UniqueFd host_netns;  // ours, to come back to after cloning into a scope's namespace
   // The death pipe: every sandbox's init watches the read end; the write end is ours alone
   // (close-on-exec, and each init closes its copy first thing), so our death, however it
   // comes, is an EOF in every init, which then ends its sandbox.
   UniqueFd death_read, death_write;
 };
+
+StatusOr<int> SandboxHost::owner_userns(uid_t uid, gid_t gid) const {
+  std::lock_guard<std::mutex> lock(impl_->userns_mutex);
+  auto it = impl_->owner_userns.find({uid, gid});
+  if (it != impl_->owner_userns.end()) return it->second.get();
+  // A user namespace only needs to exist to be used for an idmap: a child's, kept by its fd.
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) < 0) return Status::from_errno("idmap", errno, "pipe");
+  UniqueFd r(pipefd[0]), w(pipefd[1]);
+  static int (*const wait_fn)(void*) = [](void* fd) -> int {
+    char c;
+    return static_cast<int>(::read(*static_cast<int*>(fd), &c, 1));
+  };
+  int rfd = r.get();
+  std::vector<char> stack(64 * 1024);
+  pid_t pid = ::clone(wait_fn, stack.data() + stack.size(), CLONE_NEWUSER | SIGCHLD, &rfd);
+  if (pid < 0) return Status::from_errno("idmap", errno, "clone(CLONE_NEWUSER)");
+  const std::string proc = "/proc/" + std::to_string(pid);
+  Status st = write_file(proc + "/uid_map", std::to_string(uid) + " " + std::to_string(options_.sandbox_uid) + " 1");
+  if (st.ok()) st = write_file(proc + "/gid_map", std::to_string(gid) + " " + std::to_string(options_.sandbox_gid) + " 1");
+  UniqueFd ns(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+  if (st.ok() && !ns) st = Status::from_errno("idmap", errno, proc + "/ns/user");
+  ::kill(pid, SIGKILL);
+  int status;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!st.ok()) return st;
+  const int fd = ns.get();
+  impl_->owner_userns.emplace(std::make_pair(uid, gid), std::move(ns));
+  return fd;
+}
 
 StatusOr<UniqueFd> SandboxHost::make_network_namespace() const {
   if (!root_ || !impl_->host_netns) return Status::error("netns", EPERM, "shared network namespaces need a root supervisor");
@@ -237,6 +363,26 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
   add(Layer::cgroup_kill, cg.kill, cg.kill_reason);
   add(Layer::rlimits, true, "core 0, file size and CPU-time floors per process");
   add(Layer::caps_dropped, true, "empty bounding, ambient, effective and permitted sets; no_new_privs");
+  if (host->root_) {
+    add(Layer::groups_dropped, true, "setgroups(0) in the sandbox: no supplementary groups");
+  } else {
+    auto subgid = subgid_for(::geteuid(), host->options_.subgid_file);
+    std::string why;
+    if (::access(host->options_.newgidmap.c_str(), X_OK) != 0) {
+      why = host->options_.newgidmap + " is missing (Debian package uidmap)";
+    } else if (!subgid) {
+      why = "uid " + std::to_string(::geteuid()) + " has no range in " + host->options_.subgid_file +
+            " for newgidmap (e.g. `usermod --add-subgids 100000-165535 USER`)";
+    } else if (probe_drop_groups(host->options_, *subgid, why) == 0) {
+      host->impl_->subgid = subgid;
+    }
+    if (host->impl_->subgid)
+      add(Layer::groups_dropped, true, "newgidmap maps a gid of " + host->options_.subgid_file + ", then setgroups(0)");
+    else
+      add(Layer::groups_dropped, false,
+          "an unprivileged user namespace denies setgroups, so sandboxes would keep the supervisor's supplementary "
+          "groups: " + why);
+  }
 
   // Idmapped mounts make root-owned workspaces writable for the sandbox uid (root only).
   if (host->root_) {
@@ -302,7 +448,10 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
       if (l.layer == Layer::host_ipc) host_ipc = &l;
     const LayerReport saved = host_ipc ? *host_ipc : LayerReport{};
     if (host_ipc) host_ipc->available = true;
+    // The view alone: a missing groups layer is reported by its own name, not as the view's.
+    const bool allow_groups = std::exchange(host->options_.allow_supplementary_groups, true);
     auto launched = host->launch(s, p, host->options_.temp_root, "probe");
+    host->options_.allow_supplementary_groups = allow_groups;
     layers.pop_back();
     if (host_ipc) *host_ipc = saved;
     if (launched.ok()) {
@@ -321,6 +470,7 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
 Status SandboxHost::check(const Policy& policy) const {
   std::vector<Layer> needed = {Layer::user_ns, Layer::mount_ns,   Layer::pid_ns,  Layer::ipc_ns,
                                Layer::uts_ns,  Layer::cgroup_ns, Layer::mount_view, Layer::seccomp};
+  if (!options_.allow_supplementary_groups) needed.push_back(Layer::groups_dropped);
   if (policy.network == Network::denied) needed.push_back(Layer::net_ns);
   if (policy.mode != Mode::danger_full_access) {
     needed.push_back(Layer::landlock);
@@ -387,6 +537,112 @@ Status SandboxLaunch::release() {
   return st;
 }
 
+namespace {
+
+struct BindSpec {
+  HostPath source;
+  std::string target;
+  bool writable;
+};
+
+struct GuardSpec {
+  std::string path;
+  dev_t dev;
+  ino_t ino;
+  sandbox::GuardKind kind;
+  bool is_dir;
+};
+
+bool under(const std::string& path, const std::string& root) {
+  return path == root || root == "/" || path.rfind(root + "/", 0) == 0;
+}
+
+std::string rel_of(const std::string& path, const std::string& root) {
+  if (path == root) return "";
+  return root == "/" ? path.substr(1) : path.substr(root.size() + 1);
+}
+
+std::string join_path(const std::string& root, const std::string& rel) {
+  if (rel.empty()) return root;
+  return root == "/" ? "/" + rel : root + "/" + rel;
+}
+
+// Where each guarded path shows inside the view, and which of its ancestors must be pinned so
+// that it cannot be renamed away (docs/threat-model.md, "Guard the thing"). A guard shows at its
+// own path unless a bind from elsewhere covers it (the temp dir at /tmp), and at target/rel for
+// every bind whose source holds it. Inside a writable bind (or anywhere in danger-full-access,
+// where the host is writable as far as the uid goes) every ancestor between the writable root
+// and the guard is pinned; each is resolved from the bind's descriptor without following links.
+StatusOr<std::vector<GuardSpec>> plan_guards(const std::vector<BindSpec>& binds, const std::vector<HostPath>& protect,
+                                             const std::vector<HostPath>& deny_read, bool full) {
+  std::vector<GuardSpec> pins, out;
+  std::map<std::string, std::size_t> seen_pins;
+  auto add_pins = [&](const HostPath& base, const std::string& inside_root, const std::string& rel) -> Status {
+    std::string prefix;
+    std::size_t i = 0;
+    while (true) {
+      std::size_t j = rel.find('/', i);
+      if (j == std::string::npos) break;  // the guard itself is not a pin
+      prefix = rel.substr(0, j);
+      i = j + 1;
+      const std::string inside = join_path(inside_root, prefix);
+      if (seen_pins.count(inside)) continue;
+      auto fd = open_below(base.get(), prefix);
+      if (!fd.ok()) return Status::error("guard", fd.status().err(), "pinning '" + inside + "': " + fd.status().message());
+      struct stat st {};
+      if (::fstat(fd->get(), &st) < 0) return Status::from_errno("guard", errno, inside);
+      seen_pins[inside] = pins.size();
+      pins.push_back({inside, st.st_dev, st.st_ino, sandbox::GuardKind::pin, S_ISDIR(st.st_mode)});
+    }
+    return {};
+  };
+  auto add = [&](const HostPath& g, sandbox::GuardKind kind) -> Status {
+    std::vector<std::string> places;
+    auto place = [&](const std::string& where) {
+      if (std::find(places.begin(), places.end(), where) != places.end()) return;
+      places.push_back(where);
+      out.push_back({where, g.st.st_dev, g.st.st_ino, kind, S_ISDIR(g.st.st_mode)});
+    };
+    const BindSpec* cover = nullptr;  // the bind whose target is the longest prefix of g.path
+    for (const auto& b : binds)
+      if (under(g.path, b.target) && (!cover || b.target.size() > cover->target.size())) cover = &b;
+    if (!cover || cover->source.path == cover->target) {
+      place(g.path);
+      if (!cover && full) {
+        UniqueFd root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (!root) return Status::from_errno("guard", errno, "/");
+        HostPath r;
+        r.path = "/";
+        r.fd = std::make_shared<UniqueFd>(std::move(root));
+        if (Status st = add_pins(r, "/", rel_of(g.path, "/")); !st.ok()) return st;
+      }
+    }
+    for (const auto& b : binds) {
+      if (!under(g.path, b.source.path)) continue;
+      const std::string rel = rel_of(g.path, b.source.path);
+      place(join_path(b.target, rel));
+      if (b.writable)
+        if (Status st = add_pins(b.source, b.target, rel); !st.ok()) return st;
+    }
+    return {};
+  };
+  for (const auto& g : protect)
+    if (Status st = add(g, sandbox::GuardKind::protect); !st.ok()) return st;
+  for (const auto& g : deny_read)
+    if (Status st = add(g, sandbox::GuardKind::mask); !st.ok()) return st;
+  std::stable_sort(pins.begin(), pins.end(), [](const GuardSpec& a, const GuardSpec& b) {
+    return std::count(a.path.begin(), a.path.end(), '/') < std::count(b.path.begin(), b.path.end(), '/');
+  });
+  // Protects before masks: a mask inside a protected tree lands on the read-only copy.
+  std::stable_sort(out.begin(), out.end(), [](const GuardSpec& a, const GuardSpec& b) {
+    return a.kind == sandbox::GuardKind::protect && b.kind == sandbox::GuardKind::mask;
+  });
+  pins.insert(pins.end(), out.begin(), out.end());
+  return pins;
+}
+
+}  // namespace
+
 StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy& policy, const std::string& temp_dir,
                                             const std::string& name, bool hold, int netns_fd) const {
   if (spec.argv.empty() || spec.argv[0].empty()) return Status::invalid("empty argv");
@@ -423,40 +679,66 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   sigemptyset(&p.exec.child_sigmask);
   p.inside_uid = root_ ? 0 : ::geteuid();
   p.inside_gid = root_ ? 0 : ::getegid();
-  p.drop_groups = root_;
+  p.drop_groups = root_ || impl_->subgid.has_value();
   const bool join_net = policy.network == Network::denied && netns_fd >= 0 && root_ && impl_->host_netns;
   p.new_net = policy.network == Network::denied && !join_net;
   p.new_mount = true;
   p.full_access = full;
+  p.exec_fd = spec.exec_fd;
   p.landlock_fd = -1;
   p.release_fd = -1;
   p.death_fd = impl_->death_read.get();
 
+  // Every host path as the descriptor normalize() resolved (a Policy built by hand, as the
+  // engine's own tests do, is resolved here with the supervisor's credentials).
+  Policy resolved_copy;
+  const Policy* pol = &policy;
+  if (!policy.resolved) {
+    resolved_copy = policy;
+    if (Status st = normalize(resolved_copy); !st.ok()) return st;
+    pol = &resolved_copy;
+  }
+  const ResolvedPaths& rp = *pol->resolved;
+  if (rp.workspaces.size() != pol->workspaces.size() || rp.bind_sources.size() != pol->binds.size() ||
+      rp.protect.size() != pol->protect.size() || rp.deny_read.size() != pol->deny_read.size())
+    return Status::invalid("policy paths changed after they were resolved");
+  HostPath temp;
+  {
+    auto t = resolve_host_path(temp_dir, "the scope's temp dir");
+    if (!t.ok()) return t.status();
+    temp = std::move(*t);
+  }
+
   // Binds, in order: the temp dir as /tmp, workspace roots, then --bind.
-  struct BindSpec {
-    std::string source, target;
-    bool writable;
-  };
   std::vector<BindSpec> binds;
-  binds.push_back({temp_dir, "/tmp", true});
+  binds.push_back({temp, "/tmp", true});
   // /var/tmp is private like /tmp: the same scope temp dir.
   struct stat var_tmp {};
-  if (!full && ::lstat("/var/tmp", &var_tmp) == 0 && S_ISDIR(var_tmp.st_mode)) binds.push_back({temp_dir, "/var/tmp", true});
-  if (policy.mode != Mode::read_only)
-    for (const auto& w : policy.workspaces) binds.push_back({w, w, true});
-  for (const auto& b : policy.binds) binds.push_back({b.source, b.target, b.writable && policy.mode != Mode::read_only});
+  if (!full && ::lstat("/var/tmp", &var_tmp) == 0 && S_ISDIR(var_tmp.st_mode)) binds.push_back({temp, "/var/tmp", true});
+  if (pol->mode != Mode::read_only)
+    for (const auto& w : rp.workspaces) binds.push_back({w, w.path, true});
+  for (std::size_t i = 0; i < pol->binds.size(); ++i)
+    binds.push_back({rp.bind_sources[i], pol->binds[i].target, pol->binds[i].writable && pol->mode != Mode::read_only});
   // Each --allow-socket at its own path (read-only), so that it is there even where the view
   // is empty (/run) or private (/tmp). What the broker allows is the inode normalize() found.
   if (!full)
-    for (const auto& a : policy.allow_sockets) binds.push_back({a.path, a.path, false});
+    for (const auto& a : pol->allow_sockets) {
+      auto sock = resolve_host_path(a.path, "--allow-socket");
+      if (!sock.ok()) return sock.status();
+      binds.push_back({std::move(*sock), a.path, false});
+    }
   if (binds.size() > sandbox::kMaxBinds) return Status::invalid("too many binds and workspaces (max 63)");
   std::vector<UniqueFd> parent_trees;  // idmapped workspaces, made here and sent to the child
+  std::vector<UniqueFd> cloned_trees;  // root: every other source, cloned here from its descriptor
   std::vector<std::size_t> idmap_binds;
+  bool idmapped_other = false;
   for (std::size_t i = 0; i < binds.size(); ++i) {
-    struct stat st {};
-    if (::stat(binds[i].source.c_str(), &st) < 0) return Status::from_errno("path", errno, binds[i].source);
+    const struct stat& st = binds[i].source.st;
     auto& b = p.binds[p.bind_count++];
-    b.source = binds[i].source.c_str();
+    b.source = binds[i].source.path.c_str();
+    b.dev = st.st_dev;
+    b.ino = st.st_ino;
+    b.tree_fd = -1;
     b.target = binds[i].target.c_str();
     b.writable = binds[i].writable;
     b.is_dir = S_ISDIR(st.st_mode);
@@ -465,6 +747,23 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     if (root_ && b.writable && st.st_uid == 0 && binds[i].source != temp_dir && impl_->idmap) {
       b.parent_slot = static_cast<int>(idmap_binds.size());
       idmap_binds.push_back(i);
+    } else if (root_) {
+      // The child, in its own mount namespace, could not clone a tree of ours.
+      UniqueFd tree(::open_tree(binds[i].source.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH));
+      if (!tree) return Status::from_errno("mount-source", errno, binds[i].source.path);
+      // A writable root of another owner (the peer could write it: policy.h): shown owned by
+      // the sandbox uid too, through a user namespace mapping its owner to the sandbox uid. A
+      // filesystem that cannot idmap keeps it as it is (the sandbox uid writes where modes allow).
+      if (b.writable && i > 0 && impl_->idmap && st.st_uid != options_.sandbox_uid) {
+        auto ns = owner_userns(st.st_uid, st.st_gid);
+        if (!ns.ok()) return ns.status();
+        struct mount_attr attr {};
+        attr.attr_set = MOUNT_ATTR_IDMAP;
+        attr.userns_fd = static_cast<std::uint64_t>(*ns);
+        if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) == 0) idmapped_other = true;
+      }
+      b.tree_fd = tree.get();
+      cloned_trees.push_back(std::move(tree));
     }
   }
   std::vector<std::string> dev_nodes;
@@ -481,18 +780,21 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     }
   }
   std::vector<std::string> mask_paths;
-  for (const auto& d : policy.deny_read) mask_paths.push_back(d);
   for (const auto& h : options_.hidden_paths) mask_paths.push_back(h);
   // The host's cgroup trees list host pids and every supervisor's corral-<pid> group.
   mask_paths.push_back("/sys/fs/cgroup");
-  if (mask_paths.size() > sandbox::kMaxMasks) return Status::invalid("too many --deny-read paths (max 60)");
+  if (mask_paths.size() > sandbox::kMaxMasks) return Status::invalid("too many hidden paths (max 64)");
   for (const auto& m : mask_paths) {
     struct stat st {};
     bool dir = ::stat(m.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
     p.masks[p.mask_count++] = {m.c_str(), dir};
   }
-  if (policy.protect.size() > sandbox::kMaxMasks) return Status::invalid("too many --protect paths (max 64)");
-  for (const auto& pr : policy.protect) p.protect[p.protect_count++] = pr.c_str();
+  auto guards = plan_guards(binds, rp.protect, rp.deny_read, full);
+  if (!guards.ok()) return guards.status();
+  if (guards->size() > sandbox::kMaxGuards)
+    return Status::invalid("too many --protect/--deny-read paths and ancestors to pin (max " +
+                           std::to_string(sandbox::kMaxGuards) + ")");
+  for (const auto& g : *guards) p.guards[p.guard_count++] = {g.path.c_str(), g.dev, g.ino, g.kind, g.is_dir};
 
   p.limit_core = true;
   p.fsize_limit = policy.caps.max_file_size.value_or(0);
@@ -503,7 +805,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     LandlockPolicy lp;
     lp.read_roots = {"/"};
     for (const auto& b : binds)
-      if (b.writable) lp.write_roots.push_back(b.source);
+      if (b.writable) lp.write_root_fds.push_back(b.source.get());
     for (const char* d : kDevNodes) lp.write_files.push_back(d);
     // TCP is not Landlock's to refuse: with network denied the command's own network
     // namespace is the barrier, and servers on its own loopback must work
@@ -589,6 +891,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   ::munmap(stack, kInitStackBytes);  // the child has its own copy of the mapping
   if (pid < 0) return Status::from_errno("clone", clone_errno, "(user, mount, PID, IPC, UTS namespaces)");
   out.init = Process(pid, UniqueFd(pidfd));
+  cloned_trees.clear();  // the child holds its own copies
   sync_child.reset();
   err_write.reset();
   report_write.reset();
@@ -600,6 +903,9 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   if (root_) {
     st = write_file(proc + "/uid_map", "0 " + std::to_string(options_.sandbox_uid) + " 1");
     if (st.ok()) st = write_file(proc + "/gid_map", "0 " + std::to_string(options_.sandbox_gid) + " 1");
+  } else if (impl_->subgid) {
+    st = write_file(proc + "/uid_map", std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1");
+    if (st.ok()) st = run_newgidmap(options_.newgidmap, pid, ::getegid(), *impl_->subgid);
   } else {
     st = write_file(proc + "/setgroups", "deny");
     if (st.ok()) st = write_file(proc + "/uid_map", std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1");
@@ -610,8 +916,8 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     UniqueFd ns(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
     if (!ns) st = Status::from_errno("idmap", errno, proc + "/ns/user");
     for (std::size_t k = 0; st.ok() && k < idmap_binds.size(); ++k) {
-      const std::string& src = binds[idmap_binds[k]].source;
-      UniqueFd tree(::open_tree(AT_FDCWD, src.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+      const std::string& src = binds[idmap_binds[k]].source.path;
+      UniqueFd tree(::open_tree(binds[idmap_binds[k]].source.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH));
       if (!tree) {
         st = Status::from_errno("idmap", errno, src);
         break;
@@ -666,8 +972,9 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   for (Layer l : {Layer::user_ns, Layer::mount_ns, Layer::pid_ns, Layer::ipc_ns, Layer::uts_ns, Layer::cgroup_ns,
                   Layer::mount_view, Layer::seccomp, Layer::caps_dropped, Layer::rlimits})
     out.enforced.push_back(layer_name(l));
+  if (p.drop_groups) out.enforced.push_back(layer_name(Layer::groups_dropped));
   if (policy.network == Network::denied) out.enforced.push_back(layer_name(Layer::net_ns));
-  if (!idmap_binds.empty()) out.enforced.push_back(layer_name(Layer::idmapped_mounts));
+  if (!idmap_binds.empty() || idmapped_other) out.enforced.push_back(layer_name(Layer::idmapped_mounts));
   if (broker) out.enforced.push_back(layer_name(Layer::host_ipc));
   if (out.cgroup) {
     if (policy.caps.memory_bytes) out.enforced.push_back(layer_name(Layer::cgroup_memory));

@@ -34,6 +34,12 @@ struct HostOptions {
   // confining modes. Empty: /etc/resolv.conf's target when it lies under /run
   // (systemd-resolved), so that DNS keeps working.
   std::vector<std::string> run_keep;
+  // A non-root supervisor that cannot drop its sandboxes' supplementary groups (no newgidmap,
+  // or no /etc/subgid range for its user) refuses commands unless this is set
+  // (serve --allow-supplementary-groups): the layer "groups-dropped" is then missing, said so.
+  bool allow_supplementary_groups = false;
+  std::string newgidmap = "/usr/bin/newgidmap";
+  std::string subgid_file = "/etc/subgid";
 };
 
 // One launched sandbox: its init (PID 1 of the command's namespaces) and what it enforces.
@@ -88,6 +94,9 @@ class SandboxHost {
   struct Impl;
 
  private:
+  // Root: a user namespace mapping host uid/gid (a workspace's owner) to the sandbox uid/gid,
+  // for idmapped mounts; made once per owner and kept (the fd is borrowed from the cache).
+  StatusOr<int> owner_userns(uid_t uid, gid_t gid) const;
   SandboxHost() = default;
   HostOptions options_;
   bool root_ = false;

@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/openat2.h>
 #include <linux/capability.h>
 #include <linux/close_range.h>
 #include <linux/securebits.h>
@@ -249,6 +250,90 @@ int mask_dir(const char* path) {
   return ::mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=000,size=4k");
 }
 
+// Opens `path` (canonical) without following any link, O_PATH, and checks that it is the object
+// the parent resolved; -1 with errno (ESTALE: something else is there now) otherwise.
+int open_verified(const char* path, dev_t dev, ino_t ino) {
+  struct open_how how {};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  long r = ::syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+  if (r < 0) return -1;
+  const int fd = static_cast<int>(r);
+  struct stat st {};
+  if (::fstat(fd, &st) < 0 || st.st_dev != dev || st.st_ino != ino) {
+    ::close(fd);
+    errno = ESTALE;
+    return -1;
+  }
+  return fd;
+}
+
+// An empty mode-000 file on a private tmpfs, as a detached tree to clone over masked files.
+int make_empty_file_tree(const SandboxPlan& plan) {
+  int fs = ::fsopen("tmpfs", FSOPEN_CLOEXEC);
+  if (fs < 0) fail(plan, Step::mount_mask, errno);
+  if (::fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 || ::fsconfig(fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) < 0)
+    fail(plan, Step::mount_mask, errno);
+  int mnt = ::fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+  if (mnt < 0) fail(plan, Step::mount_mask, errno);
+  int f = ::openat(mnt, "masked", O_WRONLY | O_CREAT | O_CLOEXEC, 0);
+  if (f < 0) fail(plan, Step::mount_mask, errno);
+  ::close(f);
+  int tree = ::open_tree(mnt, "masked", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (tree < 0) fail(plan, Step::mount_mask, errno);
+  ::close(mnt);
+  ::close(fs);
+  return tree;
+}
+
+// An empty, unreadable, read-only directory: a fresh tmpfs (mode 000) as a detached mount.
+int make_empty_dir_mount(const SandboxPlan& plan) {
+  int fs = ::fsopen("tmpfs", FSOPEN_CLOEXEC);
+  if (fs < 0) fail(plan, Step::mount_mask, errno);
+  if (::fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 || ::fsconfig(fs, FSCONFIG_SET_STRING, "mode", "000", 0) < 0 ||
+      ::fsconfig(fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) < 0)
+    fail(plan, Step::mount_mask, errno);
+  int mnt = ::fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+  if (mnt < 0) fail(plan, Step::mount_mask, errno);
+  ::close(fs);
+  return mnt;
+}
+
+// Guards and pins (sandbox_plan.h), each on exactly the object the parent resolved: opened
+// without following links and compared by (dev, ino), then mounted over through that same
+// descriptor. A location the sandbox cannot even look up (EACCES) is out of its reach already.
+void apply_guards(const SandboxPlan& plan) {
+  int empty_file_tree = -1;
+  for (std::size_t i = 0; i < plan.guard_count; ++i) {
+    const Guard& g = plan.guards[i];
+    const Step step = g.kind == GuardKind::mask ? Step::mount_mask : Step::mount_protect;
+    const int fd = open_verified(g.path, g.dev, g.ino);
+    if (fd < 0) {
+      if (errno == EACCES) continue;
+      fail(plan, step, errno);
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) < 0) fail(plan, step, errno);
+    int tree;
+    if (g.kind != GuardKind::mask) {
+      tree = ::open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+      if (tree < 0) fail(plan, step, errno);
+      if (g.kind == GuardKind::protect && set_readonly(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, true) < 0) fail(plan, step, errno);
+    } else if (S_ISDIR(st.st_mode)) {
+      tree = make_empty_dir_mount(plan);
+    } else {
+      if (empty_file_tree < 0) empty_file_tree = make_empty_file_tree(plan);
+      tree = ::open_tree(empty_file_tree, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+      if (tree < 0) fail(plan, step, errno);
+      if (set_readonly(tree, "", AT_EMPTY_PATH, true) < 0) fail(plan, step, errno);
+    }
+    if (::move_mount(tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) fail(plan, step, errno);
+    ::close(tree);
+    ::close(fd);
+  }
+  if (empty_file_tree >= 0) ::close(empty_file_tree);
+}
+
 void bring_loopback_up(const SandboxPlan& plan) {
   int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) fail(plan, Step::loopback, errno);
@@ -304,8 +389,12 @@ void open_sources(SandboxPlan& plan, const int* parent_fds, std::size_t parent_f
       b.tree_fd = parent_fds[b.parent_slot];
       continue;
     }
-    b.tree_fd = ::open_tree(AT_FDCWD, b.source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (b.tree_fd >= 0) continue;  // cloned by the parent from its descriptor
+    int fd = open_verified(b.source, b.dev, b.ino);
+    if (fd < 0) fail(plan, Step::mount_source, errno);
+    b.tree_fd = ::open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
     if (b.tree_fd < 0) fail(plan, Step::mount_source, errno);
+    ::close(fd);
   }
   if (plan.full_access) return;
   for (std::size_t i = 0; i < plan.dev_node_count; ++i) {
@@ -394,13 +483,7 @@ void build_mount_view(SandboxPlan& plan, Sources& src) {
   // /proc of the command's own PID namespace (we are its PID 1).
   if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) < 0) fail(plan, Step::mount_proc, errno);
 
-  for (std::size_t i = 0; i < plan.protect_count; ++i) {
-    int fd = ::open_tree(AT_FDCWD, plan.protect[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-    if (fd < 0) fail(plan, Step::mount_protect, errno);
-    if (set_readonly(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, true) < 0) fail(plan, Step::mount_protect, errno);
-    if (::move_mount(fd, "", AT_FDCWD, plan.protect[i], MOVE_MOUNT_F_EMPTY_PATH) < 0) fail(plan, Step::mount_protect, errno);
-    ::close(fd);
-  }
+  apply_guards(plan);
 
   // Masks last, so that no later bind can uncover them. A path that is not in the view (the
   // socket dir under a /tmp the temp dir replaced), or that the sandbox uid cannot look up,
@@ -418,22 +501,7 @@ void build_mount_view(SandboxPlan& plan, Sources& src) {
       continue;
     }
     // A file: cover it with an empty mode-000 file from a private tmpfs.
-    if (empty_file_tree < 0) {
-      int fs = ::fsopen("tmpfs", FSOPEN_CLOEXEC);
-      if (fs < 0) fail(plan, Step::mount_mask, errno);
-      if (::fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 ||
-          ::fsconfig(fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) < 0)
-        fail(plan, Step::mount_mask, errno);
-      int mnt = ::fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-      if (mnt < 0) fail(plan, Step::mount_mask, errno);
-      int f = ::openat(mnt, "masked", O_WRONLY | O_CREAT | O_CLOEXEC, 0);
-      if (f < 0) fail(plan, Step::mount_mask, errno);
-      ::close(f);
-      empty_file_tree = ::open_tree(mnt, "masked", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-      if (empty_file_tree < 0) fail(plan, Step::mount_mask, errno);
-      ::close(mnt);
-      ::close(fs);
-    }
+    if (empty_file_tree < 0) empty_file_tree = make_empty_file_tree(plan);
     int copy = ::open_tree(empty_file_tree, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
     if (copy < 0) fail(plan, Step::mount_mask, errno);
     if (set_readonly(copy, "", AT_EMPTY_PATH, true) < 0) fail(plan, Step::mount_mask, errno);
@@ -532,6 +600,12 @@ int receive_listener(int sock) {
   ::sigprocmask(SIG_SETMASK, &plan.exec.child_sigmask, nullptr);
   int err = ENOENT;
   bool saw_eacces = false;
+  if (plan.exec_fd >= 0) {
+    ::syscall(SYS_execveat, plan.exec_fd, "", plan.exec.argv, plan.exec.envp, AT_EMPTY_PATH);
+    child::ChildError e{static_cast<child::Step>(Step::exec), errno};
+    [[maybe_unused]] auto n = ::write(plan.exec.error_fd, &e, sizeof e);
+    ::_exit(127);
+  }
   for (std::size_t i = 0; i < plan.exec.exec_path_count; ++i) {
     ::execve(plan.exec.exec_paths[i], plan.exec.argv, plan.exec.envp);
     err = errno;

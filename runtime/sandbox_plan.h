@@ -46,7 +46,14 @@ enum class Step : int {
 const char* step_name(int step);
 
 struct BindMount {
-  const char* source;   // host path (opened before anything is covered); unused if parent_slot >= 0
+  // The source as the parent resolved it (runtime/host_path.h): a detached tree the parent
+  // cloned from its descriptor (tree_fd >= 0 before clone: root supervisors), or an idmapped
+  // one it sends after clone (parent_slot >= 0), or else (non-root supervisors, which cannot
+  // clone trees of the host's mount namespace) its canonical path, opened inside without
+  // following any link and checked to be the same (dev, ino).
+  const char* source;
+  dev_t dev;
+  ino_t ino;
   int parent_slot;      // >= 0: a detached (idmapped) mount the parent sent, by index
   const char* target;   // path inside
   bool writable;
@@ -62,6 +69,20 @@ struct Mask {
   const char* path;
   bool is_dir;
 };
+
+// A --protect/--deny-read guard, or one of its ancestors pinned in place (a mount point cannot
+// be renamed or removed: EBUSY). `path` is where it shows inside the view, canonical (opened
+// without following any link); dev/ino is the object the parent resolved there. Applied in
+// order: pins outermost first, then protects, then masks. docs/threat-model.md.
+enum class GuardKind : int { pin, protect, mask };
+struct Guard {
+  const char* path;
+  dev_t dev;
+  ino_t ino;
+  GuardKind kind;
+  bool is_dir;
+};
+inline constexpr std::size_t kMaxGuards = 256;
 
 // The report init writes when the command ends (read by the parent after init exits).
 struct Report {
@@ -88,15 +109,16 @@ struct SandboxPlan {
   const char* dev_nodes[kMaxDevNodes];  // "/dev/null", ... bound into a fresh /dev
   std::size_t dev_node_count;
   const char* dev_shm_source;           // bound at /dev/shm (the scope's temp dir)
-  Mask masks[kMaxMasks];                // deny-read paths and the supervisor's socket dir
+  Mask masks[kMaxMasks];                // the supervisor's socket dir (by name, if in the view)
   std::size_t mask_count;
-  const char* protect[kMaxMasks];       // read-only binds of themselves, after the binds
-  std::size_t protect_count;
+  Guard guards[kMaxGuards];             // protect, deny-read and their pinned ancestors
+  std::size_t guard_count;
 
   bool limit_core;                      // RLIMIT_CORE 0
   std::uint64_t fsize_limit;            // RLIMIT_FSIZE, 0 = unlimited
   std::uint64_t cpu_limit_s;            // RLIMIT_CPU (per-process floor), 0 = unlimited
 
+  int exec_fd;                          // >= 0: execveat(exec_fd, "", AT_EMPTY_PATH), no PATH search
   int landlock_fd;                      // -1: none
   int init_landlock_fd;                 // init's own domain (scopes only), -1: none
   BrokerPlan broker;                    // host IPC: the command's connect() goes through init

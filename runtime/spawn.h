@@ -18,6 +18,7 @@ struct SpawnSpec {
   std::vector<std::string> env;    // "NAME=value", exactly what the program sees
   std::string cwd;                 // empty: inherit the caller's
   std::vector<child::FdMove> fds;  // e.g. {stdin_read, 0}, {out_write, 1}, {err_write, 2}
+  int exec_fd = -1;                // sandboxed launches: execveat this file (borrowed), not argv[0]
 };
 
 // Starts the program. On success the program has exec'd (CLONE_VFORK returns after exec).

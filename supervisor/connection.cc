@@ -386,7 +386,8 @@ void Connection::on_exec(const proto::Message& msg) {
 
 std::optional<ExecSpec> Connection::prepare_spec(std::uint64_t id, const proto::ExecRequest& req, Scope& scope,
                                                 const char* cgroup_prefix) {
-  auto spec = to_spec(req, ctx_.options, scope.defaults, scope.ceiling);
+  const Credentials creds = peer_.credentials();
+  auto spec = to_spec(req, ctx_.options, scope.defaults, scope.ceiling, &creds);
   if (!spec.ok()) {
     send_error(id, spec.status().step() == "ceiling" ? ErrorCode::refused_by_policy : ErrorCode::invalid_request,
                spec.status().message());
@@ -459,7 +460,8 @@ void Connection::on_file(const proto::Message& msg) {
     send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
     return;
   }
-  FileContext fc{*temp, ctx_.options.max_frame, scope->defaults, scope->ceiling, ctx_.options.hidden_paths};
+  const Credentials creds = peer_.credentials();
+  FileContext fc{*temp, ctx_.options.max_frame, scope->defaults, scope->ceiling, ctx_.options.hidden_paths, &creds};
   proto::Frame reply;
   switch (msg.body_type()) {
     case proto::Body::ReadRequest: reply = handle_read(id, *msg.body_as_ReadRequest(), fc); break;

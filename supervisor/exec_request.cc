@@ -45,7 +45,8 @@ std::vector<std::string> strings(const flatbuffers::Vector<flatbuffers::Offset<f
   return out;
 }
 
-StatusOr<Policy> request_policy(const proto::ExecRequest& req, const Policy& scope_policy, Ceiling ceiling) {
+StatusOr<Policy> request_policy(const proto::ExecRequest& req, const Policy& scope_policy, Ceiling ceiling,
+                              const Credentials* peer) {
   PolicyRequest asked;
   if (auto m = req.mode(); m.has_value()) {
     auto mode = from_wire(*m);
@@ -76,17 +77,22 @@ StatusOr<Policy> request_policy(const proto::ExecRequest& req, const Policy& sco
   if (req.cpu_time_ms()) own.caps.cpu_time = milliseconds(req.cpu_time_ms());
   if (req.cpus() != 0) own.caps.cpus = req.cpus();
   if (req.max_file_size()) own.caps.max_file_size = req.max_file_size();
-  if (Status st = normalize(own); !st.ok()) return st;
+  if (Status st = normalize(own, peer); !st.ok()) return st;
   asked.workspaces = std::move(own.workspaces);
   asked.deny_read = std::move(own.deny_read);
   asked.protect = std::move(own.protect);
   asked.binds = std::move(own.binds);
   asked.caps = own.caps;
-  return narrow(scope_policy, ceiling, asked);
+  auto narrowed = narrow(scope_policy, ceiling, asked);
+  if (!narrowed.ok()) return narrowed;
+  // The effective paths (the scope's included) resolved once more, with the peer's
+  // credentials: the descriptors the launch mounts from (runtime/host_path.h).
+  if (Status st = normalize(*narrowed, peer); !st.ok()) return st;
+  return narrowed;
 }
 
 StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& options, const Policy& scope_policy,
-                           Ceiling ceiling) {
+                           Ceiling ceiling, const Credentials* peer) {
   ExecSpec spec;
   if (req.argv()) {
     for (const auto* a : *req.argv()) spec.argv.push_back(a ? a->str() : std::string());
@@ -121,7 +127,7 @@ StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& o
   // Output reaches the client as chunks; the supervisor does not keep a second copy.
   spec.retain_output = false;
 
-  auto policy = request_policy(req, scope_policy, ceiling);
+  auto policy = request_policy(req, scope_policy, ceiling, peer);
   if (!policy.ok()) return policy.status();
   // --allow-socket is the request's alone (a scope carries none).
   for (const auto& path : strings(req.allow_sockets())) policy->allow_sockets.push_back({path});

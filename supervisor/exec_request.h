@@ -23,12 +23,13 @@ std::vector<std::string> strings(const flatbuffers::Vector<flatbuffers::Offset<f
 
 // The effective policy of an ExecRequest run in a scope with `scope_policy`: the request's
 // own paths normalized, then narrow() (runtime/policy.h) against the scope.
-StatusOr<Policy> request_policy(const proto::ExecRequest& req, const Policy& scope_policy, Ceiling ceiling);
+StatusOr<Policy> request_policy(const proto::ExecRequest& req, const Policy& scope_policy, Ceiling ceiling,
+                              const Credentials* peer = nullptr);
 
 // Fills defaults (0 = default) and refuses what the server's limits do not allow. The policy
 // is request_policy()'s.
 StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& options, const Policy& scope_policy,
-                           Ceiling ceiling);
+                           Ceiling ceiling, const Credentials* peer = nullptr);
 
 proto::Frame make_exec_result(std::uint64_t request_id, const Result& result);
 flatbuffers::Offset<proto::ExecResult> build_exec_result(flatbuffers::FlatBufferBuilder& fbb, const Result& result);

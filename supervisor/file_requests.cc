@@ -2,11 +2,13 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <memory>
 
 #include "runtime/file_tools.h"
+#include "runtime/host_path.h"
 #include "runtime/policy.h"
 #include "supervisor/exec_request.h"
 #include "runtime/units.h"
@@ -25,8 +27,10 @@ using StringVec = flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>;
 // (narrow() in runtime/policy.h), as file-tool roots: the workspace roots, then the scope's
 // temp dir, writable unless read-only; danger-full-access adds "/", writable. The scope's
 // --deny-read and the supervisor's hidden paths are unreadable, its --protect read-only.
+// Each root is resolved by descriptor walk (runtime/host_path.h) with the calling thread's
+// credentials (the peer's: as_peer below); `held` keeps the descriptors alive.
 StatusOr<files::Roots> make_roots(const StringVec* workspaces, flatbuffers::Optional<proto::Mode> mode,
-                                  const FileContext& ctx) {
+                                  const FileContext& ctx, std::vector<HostPath>& held) {
   PolicyRequest asked;
   if (mode.has_value()) {
     auto m = from_wire(*mode);
@@ -34,6 +38,7 @@ StatusOr<files::Roots> make_roots(const StringVec* workspaces, flatbuffers::Opti
     asked.mode = *m;
   }
   Policy own;
+  own.mode = asked.mode.value_or(ctx.scope_policy.mode);
   own.workspaces = strings(workspaces);
   if (Status st = normalize(own); !st.ok()) return st;
   asked.workspaces = std::move(own.workspaces);
@@ -41,15 +46,21 @@ StatusOr<files::Roots> make_roots(const StringVec* workspaces, flatbuffers::Opti
   if (!policy.ok()) return policy.status();
   files::Roots roots;
   const bool writable = policy->mode != Mode::read_only;
-  for (const auto& w : policy->workspaces) {
-    roots.roots.push_back(w);
-    roots.writable.push_back(writable);
-  }
-  roots.roots.push_back(ctx.temp_dir);
-  roots.writable.push_back(writable);
-  if (policy->mode == Mode::danger_full_access) {  // anywhere the supervisor's uid may
-    roots.roots.emplace_back("/");
-    roots.writable.push_back(true);
+  auto add = [&](const std::string& path, const std::string& what, bool w) -> Status {
+    auto r = resolve_host_path(path, what);
+    if (!r.ok()) return r.status();
+    if (!S_ISDIR(r->st.st_mode)) return Status::error("path", ENOTDIR, what + " '" + path + "' is not a directory");
+    roots.roots.push_back(r->path);
+    roots.writable.push_back(w);
+    roots.fds.push_back(r->get());
+    held.push_back(std::move(*r));
+    return {};
+  };
+  for (const auto& w : policy->workspaces)
+    if (Status st = add(w, "workspace root", writable); !st.ok()) return st;
+  if (Status st = add(ctx.temp_dir, "the scope's temp dir", writable); !st.ok()) return st;
+  if (policy->mode == Mode::danger_full_access) {  // anywhere the peer's uid may
+    if (Status st = add("/", "/", true); !st.ok()) return st;
   }
   roots.denied = policy->deny_read;
   roots.denied.insert(roots.denied.end(), ctx.hidden_paths.begin(), ctx.hidden_paths.end());
@@ -85,10 +96,9 @@ ErrorCode error_code(const Status& st) {
 
 proto::Frame error_frame(std::uint64_t id, const Status& st) { return proto::make_error(id, error_code(st), st.message()); }
 
-}  // namespace
-
-proto::Frame handle_read(std::uint64_t id, const proto::ReadRequest& req, const FileContext& ctx) {
-  auto roots = make_roots(req.workspaces(), req.mode(), ctx);
+proto::Frame handle_read_as_peer(std::uint64_t id, const proto::ReadRequest& req, const FileContext& ctx) {
+  std::vector<HostPath> held;
+  auto roots = make_roots(req.workspaces(), req.mode(), ctx, held);
   if (!roots.ok()) return error_frame(id, roots.status());
   const std::uint64_t frame_room = ctx.max_frame > kReplyOverhead ? ctx.max_frame - kReplyOverhead : 0;
   std::uint64_t max = req.max_bytes();
@@ -107,8 +117,9 @@ proto::Frame handle_read(std::uint64_t id, const proto::ReadRequest& req, const 
   return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::ReadResult, body.Union()));
 }
 
-proto::Frame handle_write(std::uint64_t id, const proto::WriteRequest& req, const FileContext& ctx) {
-  auto roots = make_roots(req.workspaces(), req.mode(), ctx);
+proto::Frame handle_write_as_peer(std::uint64_t id, const proto::WriteRequest& req, const FileContext& ctx) {
+  std::vector<HostPath> held;
+  auto roots = make_roots(req.workspaces(), req.mode(), ctx, held);
   if (!roots.ok()) return error_frame(id, roots.status());
   if (std::find(roots->writable.begin(), roots->writable.end(), true) == roots->writable.end())
     return proto::make_error(id, ErrorCode::refused_by_policy, "writes are refused in read-only mode");
@@ -121,8 +132,9 @@ proto::Frame handle_write(std::uint64_t id, const proto::WriteRequest& req, cons
   return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::WriteResult, body.Union()));
 }
 
-proto::Frame handle_list(std::uint64_t id, const proto::ListRequest& req, const FileContext& ctx) {
-  auto roots = make_roots(req.workspaces(), req.mode(), ctx);
+proto::Frame handle_list_as_peer(std::uint64_t id, const proto::ListRequest& req, const FileContext& ctx) {
+  std::vector<HostPath> held;
+  auto roots = make_roots(req.workspaces(), req.mode(), ctx, held);
   if (!roots.ok()) return error_frame(id, roots.status());
   std::size_t max = req.max_entries() ? req.max_entries() : files::kMaxListEntries;
   if (max > files::kMaxListEntries)
@@ -136,6 +148,33 @@ proto::Frame handle_list(std::uint64_t id, const proto::ListRequest& req, const 
     entries.push_back(proto::CreateDirEntry(fbb, fbb.CreateString(e.name), fbb.CreateString(e.type), e.size, e.mtime_ms));
   auto body = proto::CreateListResult(fbb, fbb.CreateVector(entries), listing->truncated);
   return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::ListResult, body.Union()));
+}
+
+
+// The whole request with the peer's filesystem credentials: it reads, writes and lists only
+// what the peer's uid and groups may, and a written file belongs to the peer.
+template <class Req>
+proto::Frame as_peer(proto::Frame (*fn)(std::uint64_t, const Req&, const FileContext&), std::uint64_t id, const Req& req,
+                     const FileContext& ctx) {
+  proto::Frame out;
+  Status st = with_credentials(ctx.peer, [&] {
+    out = fn(id, req, ctx);
+    return Status();
+  });
+  if (!st.ok()) return proto::make_error(id, ErrorCode::internal, st.message());
+  return out;
+}
+
+}  // namespace
+
+proto::Frame handle_read(std::uint64_t id, const proto::ReadRequest& req, const FileContext& ctx) {
+  return as_peer(handle_read_as_peer, id, req, ctx);
+}
+proto::Frame handle_write(std::uint64_t id, const proto::WriteRequest& req, const FileContext& ctx) {
+  return as_peer(handle_write_as_peer, id, req, ctx);
+}
+proto::Frame handle_list(std::uint64_t id, const proto::ListRequest& req, const FileContext& ctx) {
+  return as_peer(handle_list_as_peer, id, req, ctx);
 }
 
 }  // namespace corral::supervisor

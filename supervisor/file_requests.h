@@ -11,6 +11,7 @@
 
 #include "runtime/policy.h"
 
+#include "runtime/host_path.h"
 #include "worker_proto/codec.h"
 
 namespace corral::supervisor {
@@ -21,6 +22,9 @@ struct FileContext {
   Policy scope_policy;            // the scope's: mode, workspaces, deny_read, protect apply
   Ceiling ceiling = Ceiling::none;
   std::vector<std::string> hidden_paths;  // the supervisor's socket dir: never readable
+  // The peer's credentials: a root supervisor runs the whole request with them (every open,
+  // the written file's owner), runtime/host_path.h with_credentials(). Null: our own.
+  const Credentials* peer = nullptr;
 };
 
 proto::Frame handle_read(std::uint64_t id, const proto::ReadRequest& req, const FileContext& ctx);

@@ -1,3 +1,4 @@
+#include <sys/socket.h>
 #include "supervisor/peer.h"
 
 #include <signal.h>
@@ -66,5 +67,24 @@ Lineage lineage(pid_t pid, pid_t ancestor, int pidfd) {
 }
 
 bool descends_from(pid_t pid, pid_t ancestor) { return lineage(pid, ancestor) == Lineage::ours; }
+
+}  // namespace corral::supervisor
+
+namespace corral::supervisor {
+
+std::vector<gid_t> peer_groups(int socket_fd) {
+  std::vector<gid_t> groups(64);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    socklen_t len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(socket_fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      return groups;
+    }
+    if (errno != ERANGE) break;
+    groups.resize(len / sizeof(gid_t) + 1);
+  }
+  groups.clear();
+  return groups;
+}
 
 }  // namespace corral::supervisor

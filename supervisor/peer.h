@@ -4,13 +4,24 @@
 
 #include <sys/types.h>
 
+#include <vector>
+
+#include "runtime/host_path.h"
+
 namespace corral::supervisor {
 
 struct Peer {
   uid_t uid = 0;
   gid_t gid = 0;
   pid_t pid = 0;
+  std::vector<gid_t> groups;  // supplementary groups (SO_PEERGROUPS)
+  // What host paths named by this peer are checked with (runtime/host_path.h).
+  Credentials credentials() const { return {uid, gid, groups}; }
 };
+
+// The peer's supplementary groups (SO_PEERGROUPS, Linux 4.13), as the kernel recorded them at
+// connect(); empty with errno set on failure.
+std::vector<gid_t> peer_groups(int socket_fd);
 
 enum class Lineage {
   stranger,      // not a descendant of the supervisor, nor in any corral sandbox: may be served

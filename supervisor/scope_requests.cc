@@ -40,6 +40,7 @@ void Connection::on_scope_create(const proto::Message& msg) {
     asked.network = *net;
   }
   Policy own;
+  own.mode = asked.mode.value_or(Mode::workspace_write);
   own.workspaces = strings(req.workspaces());
   own.deny_read = strings(req.deny_read());
   own.protect = strings(req.protect());
@@ -48,7 +49,8 @@ void Connection::on_scope_create(const proto::Message& msg) {
   if (req.cpu_time_ms()) own.caps.cpu_time = std::chrono::milliseconds(req.cpu_time_ms());
   if (req.cpus() != 0) own.caps.cpus = req.cpus();
   if (req.max_file_size()) own.caps.max_file_size = req.max_file_size();
-  if (Status st = normalize(own); !st.ok()) return send_error(id, ErrorCode::invalid_request, st.message());
+  const Credentials creds = peer_.credentials();
+  if (Status st = normalize(own, &creds); !st.ok()) return send_error(id, ErrorCode::invalid_request, st.message());
   asked.workspaces = std::move(own.workspaces);
   asked.deny_read = std::move(own.deny_read);
   asked.protect = std::move(own.protect);

@@ -151,7 +151,14 @@ class Server {
       spdlog::warn("refused a connection: SO_PEERCRED: {}", std::strerror(errno));
       return;
     }
-    Peer peer{cred.uid, cred.gid, cred.pid};
+    Peer peer{cred.uid, cred.gid, cred.pid, {}};
+    errno = 0;
+    peer.groups = peer_groups(socket.native_handle());
+    if (peer.groups.empty() && errno != 0) {
+      // Paths are checked with the peer's groups: without them the check would be wrong.
+      spdlog::warn("refused a connection: SO_PEERGROUPS: {}", std::strerror(errno));
+      return;
+    }
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77  // Linux 6.5
 #endif
@@ -299,6 +306,7 @@ Status serve(const ServerOptions& options_in) {
   ctx.options = options;
   HostOptions host_options;
   host_options.sandbox_uid = options.sandbox_uid;
+  host_options.allow_supplementary_groups = options.allow_supplementary_groups;
   host_options.sandbox_gid = options.sandbox_gid;
   host_options.hidden_paths = options.hidden_paths;
   host_options.temp_root = options.temp_root;

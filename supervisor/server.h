@@ -34,6 +34,9 @@ struct ServerOptions {
   // A root supervisor runs commands as this unprivileged uid/gid (`serve --sandbox-uid`).
   uid_t sandbox_uid = 65534;
   gid_t sandbox_gid = 65534;
+  // A non-root supervisor that cannot drop its sandboxes' supplementary groups runs commands
+  // anyway, the layer reported missing (`serve --allow-supplementary-groups`).
+  bool allow_supplementary_groups = false;
   // Masked in every sandbox and never exposed by a workspace or bind: the socket's directory.
   // Filled by serve().
   std::vector<std::string> hidden_paths;

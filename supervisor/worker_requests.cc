@@ -1,5 +1,8 @@
 // Connection handlers for workers and their host channels.
+#include <fcntl.h>
 #include <sys/stat.h>
+
+#include <cstring>
 
 #include <filesystem>
 
@@ -49,25 +52,33 @@ bool beneath(const std::string& path, const std::string& root) {
 }
 
 // A worker runs a trusted program: an absolute path to a regular, executable file that the
-// sandbox cannot have written (outside every writable root, not writable by anyone but root).
-Status check_executable(const std::string& path, const Policy& policy, const std::string& temp_dir) {
-  if (path.empty() || path[0] != '/') return Status::invalid("the worker program must be an absolute path, got '" + path + "'");
-  std::unique_ptr<char, decltype(&free)> real(::realpath(path.c_str(), nullptr), &free);
-  if (!real) return Status::from_errno("path", errno, "worker program '" + path + "'");
-  struct stat st {};
-  if (::stat(real.get(), &st) < 0) return Status::from_errno("path", errno, path);
-  if (!S_ISREG(st.st_mode)) return Status::invalid("worker program '" + path + "' is not a regular file");
-  if (!(st.st_mode & 0111)) return Status::invalid("worker program '" + path + "' is not executable");
-  if (st.st_mode & 0022) return Status::invalid("worker program '" + path + "' is writable by group or others");
+// sandbox cannot have written (outside every writable root, not writable by group or others),
+// resolved by descriptor walk (runtime/host_path.h) with the peer's credentials. The descriptor
+// is what runs: the same name inside the view may be another file (/tmp is the scope's temp
+// dir there). `exec` asks for the execute bit (a program) rather than read (a script).
+StatusOr<HostPath> check_trusted(const std::string& path, const Policy& policy, const std::string& temp_dir,
+                                 const Credentials& peer, const char* what, bool exec) {
+  if (path.empty() || path[0] != '/') return Status::invalid(std::string(what) + " must be an absolute path, got '" + path + "'");
+  StatusOr<HostPath> r = Status::invalid("unresolved");
+  Status st = with_credentials(&peer, [&] {
+    r = resolve_host_path(path, what);
+    if (!r.ok()) return r.status();
+    return check_access(*r, exec ? X_OK : R_OK, what);
+  });
+  if (!st.ok()) return st;
+  const struct stat& info = r->st;
+  if (!S_ISREG(info.st_mode)) return Status::invalid(std::string(what) + " '" + path + "' is not a regular file");
+  if (exec && !(info.st_mode & 0111)) return Status::invalid(std::string(what) + " '" + path + "' is not executable");
+  if (info.st_mode & 0022) return Status::invalid(std::string(what) + " '" + path + "' is writable by group or others");
   std::vector<std::string> writable = {temp_dir};
   if (policy.mode != Mode::read_only)
     for (const auto& w : policy.workspaces) writable.push_back(w);
   for (const auto& b : policy.binds)
     if (b.writable) writable.push_back(b.source);
   for (const auto& root : writable)
-    if (beneath(real.get(), root))
-      return Status::invalid("worker program '" + path + "' lies inside the writable root " + root + "; it must be trusted");
-  return {};
+    if (beneath(r->path, root))
+      return Status::invalid(std::string(what) + " '" + path + "' lies inside the writable root " + root + "; it must be trusted");
+  return r;
 }
 
 }  // namespace
@@ -154,9 +165,29 @@ void Connection::on_worker_start(const proto::Message& msg) {
   fbb.Finish(b.Finish());
   auto spec = prepare_spec(id, *flatbuffers::GetRoot<proto::ExecRequest>(fbb.GetBufferPointer()), *scope, "worker-");
   if (!spec) return;
-  if (Status st = check_executable(argv[0], *spec->policy, spec->temp_dir); !st.ok()) {
-    send_error(id, ErrorCode::invalid_request, st.message());
+  const Credentials creds = peer_.credentials();
+  auto program = check_trusted(argv[0], *spec->policy, spec->temp_dir, creds, "the worker program", true);
+  if (!program.ok()) {
+    send_error(id, ErrorCode::invalid_request, program.status().message());
     return;
+  }
+  spec->program_fd = program->fd;
+  if (req.python()) {
+    // The script runs from the descriptor checked here, as /dev/fd/4 inside.
+    auto script = check_trusted(spec->argv[4], *spec->policy, spec->temp_dir, creds, "the worker script", false);
+    if (!script.ok()) {
+      send_error(id, ErrorCode::invalid_request, script.status().message());
+      return;
+    }
+    UniqueFd fd(::open(("/proc/self/fd/" + std::to_string(script->get())).c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) {
+      send_error(id, ErrorCode::internal, "cannot open the worker script: " + std::string(std::strerror(errno)));
+      return;
+    }
+    spec->script_fd = std::make_shared<UniqueFd>(std::move(fd));
+    const std::string& script_dir = python;  // bound there, read-only
+    spec->argv[4] = "/dev/fd/4";
+    spec->argv.push_back(script_dir);
   }
   const auto idle = req.idle_timeout_ms() ? std::chrono::milliseconds(req.idle_timeout_ms()) : kDefaultIdleTimeout;
   Context* ctx = &ctx_;

@@ -16,6 +16,8 @@
 #include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -701,7 +703,8 @@ TEST_CASE("16. file tools through the CLI: every refused path shape, and the wor
   REQUIRE(::symlink((t.outside + "/created").c_str(), (ws + "/esc-new").c_str()) == 0);
   REQUIRE(::symlink("/proc/self/root", (ws + "/procroot").c_str()) == 0);
   REQUIRE(::link((t.outside + "/file").c_str(), (ws + "/hard").c_str()) == 0);
-  const std::string escapes = "escapes the root (symlink)";
+  const std::string escapes =
+      "is or goes through a symlink, which corral does not follow below a directory a sandbox may write";
   struct Refusal {
     std::string tool;  // read | write | ls
     std::vector<std::string> extra;
@@ -1232,6 +1235,214 @@ TEST_CASE("19. host IPC with a non-root supervisor: the same rules") {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
       if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(91);
+// The CLI run as another uid (no supplementary groups), `input` on its stdin: an allowed
+// non-root peer of a root supervisor.
+CliRun cli_as(uid_t uid, const std::vector<std::string>& args, const std::string& socket, const std::string& input = "") {
+  TempDir d;
+  ::chmod(d.path().c_str(), 0777);
+  put(d.path() + "/in", input, 0644);
+  std::vector<std::string> argv = {kCorral};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.begin() + 2, {"--socket", socket});
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int i = ::open((d.path() + "/in").c_str(), O_RDONLY);
+    int o = ::open((d.path() + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    int e = ::open((d.path() + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    ::dup2(i, 0);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(uid) != 0 || ::setuid(uid) != 0) ::_exit(90);
+    std::vector<char*> cargs;
+    for (auto& a : argv) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    ::execv(cargs[0], cargs.data());
+    ::_exit(91);
+  }
+  int status = wait_process(pid);
+  CliRun r;
+  r.exit_code = (status >= 0 && WIFEXITED(status)) ? WEXITSTATUS(status) : -1;
+  r.out = read_file(d.path() + "/out");
+  r.err = read_file(d.path() + "/err");
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("23. a link planted by one run never redirects a later exec, bind or file-tool call") {
+  Server s;
+  Tree t;
+  const std::string secret_dir = t.base + "/root-only";
+  REQUIRE(::mkdir(secret_dir.c_str(), 0700) == 0);
+  put(secret_dir + "/secret", "ROOT ONLY");
+  // Run 1: a workspace-write command plants links in its (root-owned, idmapped) workspace.
+  CHECK(attempt(s.socket(), {"--workspace", t.ws}, {"symlink", secret_dir, t.ws + "/out"}) == "ok");
+  CHECK(attempt(s.socket(), {"--workspace", t.ws}, {"symlink", "/etc", t.ws + "/etc-link"}) == "ok");
+  struct stat st {};
+  REQUIRE(::lstat((t.ws + "/out").c_str(), &st) == 0);
+  REQUIRE(S_ISLNK(st.st_mode));
+  CHECK(st.st_uid == 0);  // owned by root on the host: ownership proves nothing
+
+  // Run 2, in every mode: the link is refused wherever a host path is named.
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    for (const std::vector<std::string>& opts :
+         {std::vector<std::string>{"--mode", mode, "--workspace", t.ws + "/out"},
+          std::vector<std::string>{"--mode", mode, "--workspace", t.ws, "--bind", t.ws + "/out:/mnt/out:ro"},
+          std::vector<std::string>{"--mode", mode, "--workspace", t.ws + "/out/.", "--protect", t.ws + "/etc-link"},
+          std::vector<std::string>{"--mode", mode, "--workspace", t.ws, "--deny-read", t.ws + "/out/secret"}}) {
+      CAPTURE(opts);
+      std::string r = attempt(s.socket(), opts, {"write-file", secret_dir + "/planted"});
+      CHECK(r.find("corral exec exit ") == 0);
+      CHECK(r.find("is a symlink below a directory a sandbox may write") != std::string::npos);
+    }
+  }
+  // The file tools: the workspace root and the path itself.
+  CliRun w = cli_in({"write", "--workspace", t.ws + "/out", t.ws + "/out/planted"}, s.socket(), "pwned");
+  CHECK(w.exit_code == 1);
+  CHECK(w.err.find("is a symlink below a directory a sandbox may write") != std::string::npos);
+  CliRun rd = cli_in({"read", "--workspace", t.ws + "/out", t.ws + "/out/secret"}, s.socket(), "");
+  CHECK(rd.exit_code == 1);
+  CHECK(rd.out.find("ROOT ONLY") == std::string::npos);
+  CHECK_FALSE(path_exists(secret_dir + "/planted"));
+  CHECK(read_file(secret_dir + "/secret") == "ROOT ONLY");
+  // Control: links in system directories are still followed (merged /usr: /bin -> usr/bin).
+  CHECK(attempt(s.socket(), {"--bind", "/bin:/tmp/bin:ro"}, {"stat", "/tmp/bin/sh"}).rfind("corral exec exit", 0) != 0);
+}
+
+TEST_CASE("24. an allowed non-root peer gains nothing its uid lacks (root supervisor)") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: needs a root supervisor and a second uid (this test runs as uid " << ::geteuid() << ")");
+    return;
+  }
+  ServerAt s("/var/tmp", {"--allow-uid", "65534", "--allow-uid", "1001"});
+  Tree t;  // ws: root-owned 0755, not writable by 65534
+  const std::string own = t.base + "/nobody-ws";
+  REQUIRE(::mkdir(own.c_str(), 0755) == 0);
+  REQUIRE(::chown(own.c_str(), 65534, 65534) == 0);
+  const std::string root_only = t.base + "/root-only";
+  REQUIRE(::mkdir(root_only.c_str(), 0700) == 0);
+  put(root_only + "/secret", "ROOT ONLY");
+
+  // A root-owned workspace: refused, in exec and in the file tools.
+  CliRun r = cli_as(65534, {"exec", "--workspace", t.ws, "--", kHelper, "write-file", t.ws + "/by-nobody"}, s.socket());
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("the requesting uid may not write it") != std::string::npos);
+  CHECK_FALSE(path_exists(t.ws + "/by-nobody"));
+  r = cli_as(65534, {"write", "--workspace", t.ws, t.ws + "/by-nobody"}, s.socket(), "pwned");
+  CHECK(r.exit_code == 1);
+  CHECK_FALSE(path_exists(t.ws + "/by-nobody"));
+  // Nor can it read what its uid cannot: a bind source, a file-tool read.
+  r = cli_as(65534, {"exec", "--bind", root_only + ":/mnt/x:ro", "--", kHelper, "read-file", "/mnt/x/secret"}, s.socket());
+  CHECK(r.exit_code != 0);
+  CHECK(r.out.find("ROOT ONLY") == std::string::npos);
+  r = cli_as(65534, {"read", "--mode", "danger-full-access", root_only + "/secret"}, s.socket());
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("ROOT ONLY") == std::string::npos);
+  // Root may: the same requests from root work.
+  CHECK(cli_in({"read", "--mode", "danger-full-access", root_only + "/secret"}, s.socket(), "").out == "ROOT ONLY");
+
+  // Its own workspace works, for commands and file tools; what it writes is its own.
+  r = cli_as(65534, {"exec", "--workspace", own, "--", kHelper, "write-file", own + "/from-sandbox", "mine"}, s.socket());
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "ok\n");
+  CHECK(read_file(own + "/from-sandbox") == "mine");
+  r = cli_as(65534, {"write", "--workspace", own, own + "/from-tool"}, s.socket(), "tool");
+  CHECK(r.exit_code == 0);
+  struct stat st {};
+  REQUIRE(::stat((own + "/from-tool").c_str(), &st) == 0);
+  CHECK(st.st_uid == 65534);
+
+  // Another owner's workspace (uid 1001, mode 0755: the sandbox uid could not write it as it
+  // is): idmapped to the sandbox uid, so its owner's commands write there, as that owner.
+  const std::string other = t.base + "/uid1001-ws";
+  REQUIRE(::mkdir(other.c_str(), 0755) == 0);
+  REQUIRE(::chown(other.c_str(), 1001, 1001) == 0);
+  r = cli_as(1001, {"exec", "--workspace", other, "--", kHelper, "write-file", other + "/from-sandbox", "1001's"}, s.socket());
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "ok\n");
+  REQUIRE(::stat((other + "/from-sandbox").c_str(), &st) == 0);
+  CHECK(st.st_uid == 1001);
+  // ... and 65534 may not name it writable.
+  r = cli_as(65534, {"exec", "--workspace", other, "--", kHelper, "write-file", other + "/x"}, s.socket());
+  CHECK(r.exit_code != 0);
+  CHECK_FALSE(path_exists(other + "/x"));
+}
+
+TEST_CASE("25. --protect and --deny-read guard the thing: no ancestor can be renamed, within a run or across runs") {
+  Server s;
+  Tree t;
+  const std::string git = t.ws + "/.git";
+  REQUIRE(::mkdir(git.c_str(), 0755) == 0);
+  REQUIRE(::mkdir((git + "/hooks").c_str(), 0755) == 0);
+  put(git + "/hooks/sample", "sample");
+  REQUIRE(::mkdir((t.ws + "/a").c_str(), 0755) == 0);
+  REQUIRE(::mkdir((t.ws + "/a/b").c_str(), 0755) == 0);
+  put(t.ws + "/a/b/secret", "SECRET");
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    const std::string busy = mode == "read-only" ? "errno=EROFS" : "errno=EBUSY";
+    const std::vector<std::string> opts = {"--mode", mode, "--workspace", t.ws, "--protect", git + "/hooks",
+                                           "--deny-read", t.ws + "/a/b/secret"};
+    // Within a run: move the parent away and recreate the path.
+    auto r = attempts(s.socket(), opts,
+                      {"rename " + git + " " + t.ws + "/.git.orig", "mkdir " + git + "/hooks2",
+                       "write-file " + git + "/hooks/pre-commit", "rename " + t.ws + "/a " + t.ws + "/c",
+                       "rename " + t.ws + "/a/b " + t.ws + "/a/d", "read-file " + t.ws + "/a/b/secret"});
+    CHECK(r == std::vector<std::string>{busy, mode == "read-only" ? "errno=EROFS" : "ok", "errno=EROFS", busy, busy,
+                                        "errno=EACCES"});
+    ::rmdir((git + "/hooks2").c_str());
+    // Across runs: run 1 renames the denied file's directory, run 2 reads under the new name.
+    CHECK(attempt(s.socket(), opts, {"rename", t.ws + "/a", t.ws + "/moved"}) == busy);
+    CHECK(attempt(s.socket(), opts, {"read-file", t.ws + "/moved/b/secret"}) == "errno=ENOENT");
+  }
+  CHECK_FALSE(path_exists(git + "/hooks/pre-commit"));
+  CHECK_FALSE(path_exists(t.ws + "/.git.orig"));
+  CHECK(read_file(t.ws + "/a/b/secret") == "SECRET");
+
+  // .git may be a file (a worktree or submodule): guarded the same way.
+  const std::string wt = t.base + "/wt";
+  REQUIRE(::mkdir(wt.c_str(), 0755) == 0);
+  put(wt + "/.git", "gitdir: /elsewhere\n");
+  const std::vector<std::string> opts = {"--workspace", wt, "--protect", wt + "/.git"};
+  auto r = attempts(s.socket(), opts, {"write-file " + wt + "/.git", "rename " + wt + "/.git " + wt + "/x", "unlink " + wt + "/.git"});
+  CHECK(r == std::vector<std::string>{"errno=EROFS", "errno=EBUSY", "errno=EBUSY"});
+  CHECK(read_file(wt + "/.git") == "gitdir: /elsewhere\n");
+  // A guarded path that does not exist cannot be guarded, so the request is refused.
+  std::string missing = attempt(s.socket(), {"--workspace", t.ws, "--protect", t.ws + "/nope/hooks"}, {"exit", "0"});
+  CHECK(missing.find("corral exec exit") == 0);
+  CHECK(missing.find("No such file or directory") != std::string::npos);
+}
+
+namespace {
+
+// `corral serve` as uid/gid 65534 holding the supplementary group 4242, as an unprivileged user
+// in some group would; with `subgid` non-empty it sees that text as /etc/subgid (bound over it
+// in a mount namespace of its own, so the host's file is untouched).
+struct NobodyServer {
+  TempDir dir;
+  std::string socket;
+  pid_t pid = -1;
+  NobodyServer(const std::string& subgid, std::vector<std::string> extra = {}) {
+    ::chmod(dir.path().c_str(), 0777);
+    socket = dir.path() + "/nobody/corral.sock";
+    put(dir.path() + "/subgid", subgid);
+    std::vector<std::string> argv = {kCorral, "serve", "--socket", socket, "--temp-root", dir.path()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      int o = ::open((dir.path() + "/serve.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+      ::dup2(o, 1);
+      ::dup2(o, 2);
+      if (!subgid.empty()) {
+        if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            ::mount((dir.path() + "/subgid").c_str(), "/etc/subgid", nullptr, MS_BIND, nullptr) != 0)
+          ::_exit(89);
+      }
+      const gid_t groups[] = {4242};
+      if (::setgroups(1, groups) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(90);
       std::vector<char*> args;
       for (auto& a : argv) args.push_back(a.data());
       args.push_back(nullptr);
@@ -1267,4 +1478,94 @@ TEST_CASE("19. host IPC with a non-root supervisor: the same rules") {
   CHECK(wait_until([&] { return outside.accepted() == reached; }, 3s));
   ::kill(server, SIGTERM);
   wait_process(server, 30s);
+      ::_exit(91);
+    }
+    REQUIRE(wait_until([&] { std::string e; return proto::Client::connect_raw(socket, e) != nullptr || !running(pid); }, 20s));
+    REQUIRE(running(pid));
+  }
+  ~NobodyServer() {
+    ::kill(pid, SIGTERM);
+    wait_process(pid, 30s);
+  }
+  std::string log() const { return read_file(dir.path() + "/serve.log"); }
+};
+
+std::string groups_line(const std::string& out) {
+  auto at = out.find("Groups:");
+  if (at == std::string::npos) return "<no Groups line: " + out + ">";
+  std::string line = out.substr(at, out.find('\n', at) - at);
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.pop_back();
+  return line;
+}
+
+}  // namespace
+
+TEST_CASE("26. no sandbox holds supplementary groups, under root and non-root supervisors") {
+  const std::vector<std::string> show = {"exec", "--", "/bin/grep", "^Groups:", "/proc/self/status"};
+  {
+    Server s;
+    CliRun r = cli(show, s.socket());
+    CHECK(r.exit_code == 0);
+    CHECK(groups_line(r.out) == "Groups:");
+  }
+  if (::geteuid() != 0) {
+    MESSAGE("skipped the non-root supervisor half: starting one as another uid needs root");
+    return;
+  }
+  REQUIRE(::access("/usr/bin/newgidmap", X_OK) == 0);  // tools/setup.sh installs uidmap
+  {
+    // With a subgid range, newgidmap lets the sandbox drop the group 4242 the supervisor holds.
+    NobodyServer s("nobody:300000:65536\n");
+    CAPTURE(s.log());
+    CliRun st = cli_as(65534, {"status", "--json"}, s.socket);
+    CHECK(st.out.find("{\"name\":\"groups-dropped\",\"available\":true,") != std::string::npos);
+    CliRun r = cli_as(65534, show, s.socket);
+    CHECK(r.exit_code == 0);
+    CHECK(groups_line(r.out) == "Groups:");
+  }
+  {
+    // Without one, the layer is missing: commands are refused, naming it...
+    NobodyServer s("");
+    CAPTURE(s.log());
+    CliRun st = cli_as(65534, {"status", "--json"}, s.socket);
+    CHECK(st.out.find("{\"name\":\"groups-dropped\",\"available\":false,") != std::string::npos);
+    CliRun r = cli_as(65534, show, s.socket);
+    CHECK(r.exit_code == 125);
+    CHECK(r.err.find("this host cannot enforce groups-dropped") != std::string::npos);
+  }
+  {
+    // ... unless the operator accepts it explicitly; then the group shows, as documented.
+    NobodyServer s("", {"--allow-supplementary-groups"});
+    CliRun r = cli_as(65534, show, s.socket);
+    CAPTURE(r.err);
+    CAPTURE(s.log());
+    CHECK(r.exit_code == 0);
+    // 4242 is not mapped in the sandbox's user namespace: it shows as the overflow gid.
+    CHECK(groups_line(r.out) == "Groups:\t65534");
+  }
+}
+
+TEST_CASE("27. a worker runs the program that was checked, never one planted at its name inside the view") {
+  Server s;
+  // The trusted program lives under the host's /tmp, a name that inside the view falls in the
+  // scope's temp dir, where an earlier command of the scope can plant a file.
+  TempDir d;
+  REQUIRE(::chmod(d.path().c_str(), 0755) == 0);
+  const std::string prog = d.path() + "/prog";
+  std::filesystem::copy_file(CORRAL_ECHO_WORKER, prog);
+  REQUIRE(::chmod(prog.c_str(), 0755) == 0);
+  CliRun created = cli({"scope", "create", "--detach"}, s.socket());
+  REQUIRE(created.exit_code == 0);
+  const std::string scope = chomp(created.out.substr(created.out.rfind('\n', created.out.size() - 2) + 1));
+  CliRun plant = cli({"exec", "--scope", scope, "--sh",
+                      "mkdir -p " + d.path() + " && printf '#!/bin/sh\\ntouch /tmp/planted-ran\\n' > " + prog +
+                          " && chmod 755 " + prog + " && echo planted"},
+                     s.socket());
+  REQUIRE(plant.out == "planted\n");
+  CHECK(cli({"worker", "start", "w", "--scope", scope, "--", prog}, s.socket()).exit_code == 0);
+  CliRun ev = cli({"worker", "eval", "w", "--scope", scope, "--request", "hello"}, s.socket());
+  CHECK(ev.exit_code == 0);
+  CHECK(ev.out == "echo:hello");
+  CHECK(cli({"exec", "--scope", scope, "--", "/bin/test", "-e", "/tmp/planted-ran"}, s.socket()).exit_code == 1);
+  CHECK(cli({"scope", "close", scope}, s.socket()).exit_code == 0);
 }

@@ -47,7 +47,12 @@ int main(int argc, char** argv) {
   serve->add_option("--socket", serve_opts.socket_path, kSocketHelp);
   add_repeatable(serve, "--allow-uid", serve_opts.allow_uids,
                  "also accept peers with this uid; the socket then opens to others and the peer credential "
-                 "check is the gate");
+                 "check is the gate. A root supervisor checks every host path such a peer names with the "
+                 "peer's own uid and groups; a non-root supervisor gives it its own uid's reach (see README)");
+  serve->add_flag("--allow-supplementary-groups", serve_opts.allow_supplementary_groups,
+                  "non-root supervisor without newgidmap or an /etc/subgid range: run commands although "
+                  "they keep the supervisor's supplementary groups (the layer groups-dropped is then "
+                  "reported missing); without this flag they are refused");
   serve->add_option("--max-connections", serve_opts.max_connections, "simultaneous client connections")
       ->type_name("N")->check(CLI::Range(1u, 1'000'000u).description(""))
       ->capture_default_str();

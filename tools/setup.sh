@@ -20,6 +20,8 @@ packages=(
   clang libclang-rt-14-dev            # libFuzzer target for the frame decoder
   iproute2 procps                     # tests inspect processes and loopback
   bubblewrap                          # the benchmark compares against bwrap (bench only)
+  uidmap                              # newgidmap: a non-root supervisor's sandboxes drop their
+                                      # supplementary groups (needs a range in /etc/subgid)
 )
 
 # Debian's own nodejs ships npm separately; NodeSource's bundles it (and conflicts with it).

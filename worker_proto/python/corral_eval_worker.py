@@ -2,11 +2,13 @@
 
 Run by the supervisor (with the channel's fd in CORRAL_WORKER_FD) as
 
-    /usr/bin/python3 -I -B -u corral_eval_worker.py GENERATED_DIR
+    /usr/bin/python3 -I -B -u /dev/fd/4 GENERATED_DIR SCRIPT_DIR
 
-GENERATED_DIR holds the generated package corral.proto (build/worker_proto/python). -I ignores
-PYTHONPATH and the user site, so this script puts its own directory (for corral_worker.py) and
-GENERATED_DIR on sys.path itself. /usr/bin/python3, because the flatbuffers runtime is Debian's
+(the supervisor opens this script when it checks it and runs that very file as /dev/fd/4;
+run by hand, `corral_eval_worker.py GENERATED_DIR` also works). GENERATED_DIR holds the
+generated package corral.proto (build/worker_proto/python); SCRIPT_DIR (default: this script's
+own directory) holds corral_worker.py. -I ignores PYTHONPATH and the user site, so this script
+puts both on sys.path itself. /usr/bin/python3, because the flatbuffers runtime is Debian's
 python3-flatbuffers (tools/setup.sh), which a pyenv python3 on PATH does not see.
 
 Request: JSON {"code": "..."}. The code runs in one namespace kept across evaluations; when its
@@ -27,9 +29,9 @@ import os
 import sys
 import traceback
 
-if len(sys.argv) != 2:
-    sys.exit("usage: /usr/bin/python3 -I -B -u corral_eval_worker.py GENERATED_DIR")
-sys.path[0:0] = [sys.argv[1], os.path.dirname(os.path.abspath(__file__))]
+if len(sys.argv) not in (2, 3):
+    sys.exit("usage: /usr/bin/python3 -I -B -u corral_eval_worker.py GENERATED_DIR [SCRIPT_DIR]")
+sys.path[0:0] = [sys.argv[1], sys.argv[2] if len(sys.argv) == 3 else os.path.dirname(os.path.abspath(__file__))]
 
 try:
     import corral_worker
