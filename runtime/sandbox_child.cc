@@ -715,12 +715,16 @@ int init_main(void* arg) {
   // end of the death pipe (which must stay the supervisor's alone), the supervisor's ends of
   // our own pipes (so that its death is an EOF here), and its instance lock.
   {
-    int keep[8 + 16];
+    // Also the bind trees the parent cloned from its descriptors and the worker program's
+    // descriptor (runtime/host_path.h: what was checked is what is used).
+    int keep[8 + 16 + kMaxBinds];
     std::size_t n = 0;
     for (int fd : {plan.sync_fd, plan.report_fd, plan.exec.error_fd, plan.landlock_fd, plan.release_fd, plan.death_fd,
-                   plan.init_landlock_fd})
+                   plan.init_landlock_fd, plan.exec_fd})
       keep[n++] = fd;
     for (std::size_t i = 0; i < plan.exec.fd_count && i < 16; ++i) keep[n++] = plan.exec.fds[i].source;
+    for (std::size_t i = 0; i < plan.bind_count; ++i)
+      if (plan.binds[i].tree_fd >= 0) keep[n++] = plan.binds[i].tree_fd;
     close_all_except(keep, n);
   }
   // The supervisor may have died before we closed our copy of its death pipe's write end.
