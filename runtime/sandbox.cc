@@ -744,7 +744,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     b.is_dir = S_ISDIR(st.st_mode);
     b.parent_slot = -1;
     // A root-owned writable root is shown owned by the sandbox uid through an idmapped mount.
-    if (root_ && b.writable && st.st_uid == 0 && binds[i].source != temp_dir && impl_->idmap) {
+    if (root_ && b.writable && st.st_uid == 0 && binds[i].source.path != temp.path && impl_->idmap) {
       b.parent_slot = static_cast<int>(idmap_binds.size());
       idmap_binds.push_back(i);
     } else if (root_) {
@@ -754,7 +754,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
       // A writable root of another owner (the peer could write it: policy.h): shown owned by
       // the sandbox uid too, through a user namespace mapping its owner to the sandbox uid. A
       // filesystem that cannot idmap keeps it as it is (the sandbox uid writes where modes allow).
-      if (b.writable && i > 0 && impl_->idmap && st.st_uid != options_.sandbox_uid) {
+      if (b.writable && binds[i].source.path != temp.path && impl_->idmap && st.st_uid != options_.sandbox_uid) {
         auto ns = owner_userns(st.st_uid, st.st_gid);
         if (!ns.ok()) return ns.status();
         struct mount_attr attr {};

@@ -13,11 +13,11 @@
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
+#include <sys/mount.h>
+#include <sched.h>
 #include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sched.h>
-#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -1239,6 +1239,47 @@ TEST_CASE("19. host IPC with a non-root supervisor: the same rules") {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
       if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(91);
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      ::_exit(92);
+    }
+    return pid;
+  };
+  // No /etc/subgid range for nobody: kept groups accepted explicitly (escape_test 26).
+  pid_t server = as_nobody({kCorral, "serve", "--socket", sock, "--temp-root", dir, "--allow-supplementary-groups"},
+                           t.base + "/serve.log");
+  REQUIRE(wait_until([&] { return path_exists(sock); }, 20s));
+  int reached = 0;
+  for (const auto& mode : kModes) {
+    for (const std::string net : {"denied", "allowed"}) {
+      CAPTURE(mode);
+      CAPTURE(net);
+      const bool full = mode == "danger-full-access";
+      const std::string out = t.base + "/exec.out";
+      pid_t exec = as_nobody({kCorral, "exec", "--socket", sock, "--mode", mode, "--net", net, "--", kHelper, "batch",
+                              "unix-connect " + outside.stream_path(), "unix-self /tmp/own.sock",
+                              "unix-self @corral-own"},
+                             out);
+      CHECK(wait_process(exec, 30s) == 0);
+      CHECK(read_file(out) == (full ? kReached : "errno=EACCES") + "\nok\nok\n");
+      if (full) ++reached;
+      pid_t allowed = as_nobody({kCorral, "exec", "--socket", sock, "--mode", mode, "--net", net, "--allow-socket",
+                                 outside.stream_path(), "--", kHelper, "unix-connect", outside.stream_path()},
+                                out);
+      CHECK(wait_process(allowed, 30s) == 0);
+      CHECK(read_file(out) == kReached + "\n");
+      ++reached;
+    }
+  }
+  CHECK(wait_until([&] { return outside.accepted() == reached; }, 3s));
+  ::kill(server, SIGTERM);
+  wait_process(server, 30s);
+}
+
+namespace {
+
 // The CLI run as another uid (no supplementary groups), `input` on its stdin: an allowed
 // non-root peer of a root supervisor.
 CliRun cli_as(uid_t uid, const std::vector<std::string>& args, const std::string& socket, const std::string& input = "") {
@@ -1451,37 +1492,6 @@ struct NobodyServer {
       for (auto& a : argv) args.push_back(a.data());
       args.push_back(nullptr);
       ::execv(args[0], args.data());
-      ::_exit(92);
-    }
-    return pid;
-  };
-  pid_t server = as_nobody({kCorral, "serve", "--socket", sock, "--temp-root", dir}, t.base + "/serve.log");
-  REQUIRE(wait_until([&] { return path_exists(sock); }, 20s));
-  int reached = 0;
-  for (const auto& mode : kModes) {
-    for (const std::string net : {"denied", "allowed"}) {
-      CAPTURE(mode);
-      CAPTURE(net);
-      const bool full = mode == "danger-full-access";
-      const std::string out = t.base + "/exec.out";
-      pid_t exec = as_nobody({kCorral, "exec", "--socket", sock, "--mode", mode, "--net", net, "--", kHelper, "batch",
-                              "unix-connect " + outside.stream_path(), "unix-self /tmp/own.sock",
-                              "unix-self @corral-own"},
-                             out);
-      CHECK(wait_process(exec, 30s) == 0);
-      CHECK(read_file(out) == (full ? kReached : "errno=EACCES") + "\nok\nok\n");
-      if (full) ++reached;
-      pid_t allowed = as_nobody({kCorral, "exec", "--socket", sock, "--mode", mode, "--net", net, "--allow-socket",
-                                 outside.stream_path(), "--", kHelper, "unix-connect", outside.stream_path()},
-                                out);
-      CHECK(wait_process(allowed, 30s) == 0);
-      CHECK(read_file(out) == kReached + "\n");
-      ++reached;
-    }
-  }
-  CHECK(wait_until([&] { return outside.accepted() == reached; }, 3s));
-  ::kill(server, SIGTERM);
-  wait_process(server, 30s);
       ::_exit(91);
     }
     REQUIRE(wait_until([&] { std::string e; return proto::Client::connect_raw(socket, e) != nullptr || !running(pid); }, 20s));
