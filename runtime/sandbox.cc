@@ -751,6 +751,12 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
       // The child, in its own mount namespace, could not clone a tree of ours.
       UniqueFd tree(::open_tree(binds[i].source.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH));
       if (!tree) return Status::from_errno("mount-source", errno, binds[i].source.path);
+      // A clone of a shared host mount joins its peer group: private, so that nothing mounted
+      // on it inside (pins, guards) propagates back to the host, and teardown stays local.
+      struct mount_attr priv {};
+      priv.propagation = MS_PRIVATE;
+      if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &priv, sizeof priv) < 0)
+        return Status::from_errno("mount-source", errno, "making the clone of " + binds[i].source.path + " private");
       // A writable root of another owner (the peer could write it: policy.h): shown owned by
       // the sandbox uid too, through a user namespace mapping its owner to the sandbox uid. A
       // filesystem that cannot idmap keeps it as it is (the sandbox uid writes where modes allow).
@@ -925,6 +931,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
       struct mount_attr attr {};
       attr.attr_set = MOUNT_ATTR_IDMAP;
       attr.userns_fd = static_cast<std::uint64_t>(ns.get());
+      attr.propagation = MS_PRIVATE;  // as the other clones (above)
       if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0) {
         st = Status::from_errno("idmap", errno, "idmapped mount of " + src);
         break;
