@@ -144,7 +144,7 @@ StatusOr<HostPath> resolve_host_path(const std::string& path, const std::string&
       auto again = open_root();
       if (!again.ok()) return again.status();
       cur = std::move(*again);
-      cur_path = "/";
+      cur_path.assign(1, '/');  // not = "/": GCC 12 -O3 warns -Wrestrict falsely on that
       if (::fstat(cur.get(), &st) < 0) return Status::from_errno("resolve", errno, "'/'");
       continue;
     }
