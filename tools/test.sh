@@ -29,14 +29,16 @@ leftovers() {
   done
 }
 
-# Runs ctest in build tree $1 and fails if the run left something behind. "Before" is every
+# Runs ctest in build tree $1, then the soak, and fails if the run left something behind. "Before" is every
 # such dir, live owner or not: one that existed before the run, whose owner (another
 # supervisor on this host, or an unrelated process that reused a dead pid) went away during
 # the run, was not left by this run.
 run_suite() {
   local tree="$1" before after leaked
   before=$(corral_dirs)
-  (cd "$tree" && ctest --output-on-failure --timeout "${CORRAL_TEST_TIMEOUT:-900}")
+  (cd "$tree" && ctest --output-on-failure --timeout "${CORRAL_TEST_TIMEOUT:-900}" -LE soak)
+  # The soak on its own, bounded: CORRAL_SOAK_SCALE=1 is the full count (README.md "Quick start").
+  (cd "$tree" && CORRAL_SOAK_SCALE="${CORRAL_SOAK_SCALE:-0.1}" ctest --output-on-failure --timeout 1800 -L soak)
   after=$(leftovers)
   leaked=$(comm -13 <(echo "$before") <(echo "$after") | sed '/^$/d')
   if [ -n "$leaked" ]; then
