@@ -233,7 +233,7 @@ void soak_round(Server& s, int executes, int scopes, int evals, int backgrounds)
 }  // namespace
 
 TEST_CASE("soak: after many requests the supervisor holds what it held before") {
-  Server s;
+  Server s({}, {kSmallAsanQuarantine});
   REQUIRE(running(s.pid()));
   const int executes = scaled(10000), scopes = scaled(1000), evals = scaled(1000), backgrounds = scaled(1000);
   MESSAGE("soak: " << executes << " executes, " << scopes << " scope cycles, " << evals << " worker evaluations, "
