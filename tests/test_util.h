@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -21,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -176,6 +178,56 @@ inline pid_t spawn_process(const std::vector<std::string>& argv, const std::stri
   return pid;
 }
 
+// Who a process started by spawn_as runs as: uid, gid and exactly these supplementary groups.
+struct Identity {
+  uid_t uid;
+  gid_t gid;
+  std::vector<gid_t> groups;
+};
+// nobody: a uid with no /etc/subuid or /etc/subgid range.
+inline Identity nobody() { return {65534, 65534, {}}; }
+
+// Starts `argv` as `who` (or as this process when `who` is empty): fork, open the files (as
+// this process, so they may lie in a directory only it can write), then setgroups, setgid,
+// setuid and exec. `in` defaults to /dev/null; empty `out`/`err` inherit this process's; the
+// same path for both opens it once. `before_drop`, if given, runs in the child before the
+// credentials change (e.g. to unshare a mount namespace) and returns false on failure; it
+// must not allocate. A child that cannot set up exits 120-124 (see below), one that cannot
+// exec 127.
+inline pid_t spawn_as(const std::optional<Identity>& who, const std::vector<std::string>& argv,
+                      const std::string& in = "", const std::string& out = "", const std::string& err = "",
+                      const std::vector<std::string>& extra_env = {}, const std::function<bool()>& before_drop = {}) {
+  // Everything the child needs is built before fork: it only makes system calls.
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e; ++e) env_store.emplace_back(*e);
+  for (const auto& e : extra_env) env_store.push_back(e);
+  std::vector<char*> env;
+  for (auto& e : env_store) env.push_back(e.data());
+  env.push_back(nullptr);
+  const std::string in_path = in.empty() ? "/dev/null" : in;
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  int i = ::open(in_path.c_str(), O_RDONLY);
+  if (i < 0 || ::dup2(i, 0) < 0) ::_exit(120);
+  if (!out.empty()) {
+    int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (o < 0 || ::dup2(o, 1) < 0) ::_exit(121);
+  }
+  if (!err.empty()) {
+    int e = err == out ? 1 : ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (e < 0 || ::dup2(e, 2) < 0) ::_exit(122);
+  }
+  if (before_drop && !before_drop()) ::_exit(123);
+  if (who && (::setgroups(who->groups.size(), who->groups.data()) != 0 || ::setgid(who->gid) != 0 ||
+              ::setuid(who->uid) != 0))
+    ::_exit(124);
+  ::execve(args[0], args.data(), env.data());
+  ::_exit(127);
+}
+
 // Waits for `pid`; returns its wait status, or -1 after `limit` (the process is then killed).
 inline int wait_process(pid_t pid, std::chrono::milliseconds limit = std::chrono::seconds(60)) {
   int status = 0;
@@ -202,15 +254,22 @@ inline const std::string kSmallAsanQuarantine = "ASAN_OPTIONS=abort_on_error=0:p
 
 // A real `corral serve` on a socket in its own temp dir, stopped (SIGTERM) on destruction.
 // The test fails, showing the supervisor's log, if the supervisor exits other than with
-// status 0 when stopped, dies before that, or prints a sanitizer report.
+// status 0 when stopped, dies before that, or prints a sanitizer report. With `as`, it runs as
+// that identity and its temp dir is that uid's.
 class Server {
  public:
-  explicit Server(std::vector<std::string> extra_args = {}, std::vector<std::string> extra_env = {}) {
+  explicit Server(std::vector<std::string> extra_args = {}, std::vector<std::string> extra_env = {},
+                  std::optional<Identity> as = std::nullopt) {
     socket_ = dir_.path() + "/sock/corral.sock";
     log_ = dir_.path() + "/serve.log";
     std::vector<std::string> argv = {kCorral, "serve", "--socket", socket_, "--temp-root", dir_.path()};
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-    pid_ = spawn_process(argv, dir_.path() + "/serve.out", log_, extra_env);
+    if (as) {
+      REQUIRE(::chown(dir_.path().c_str(), as->uid, as->gid) == 0);
+      pid_ = spawn_as(as, argv, "", dir_.path() + "/serve.out", log_, extra_env);
+    } else {
+      pid_ = spawn_process(argv, dir_.path() + "/serve.out", log_, extra_env);
+    }
     wait_until(
         [&] {
           std::string err;
@@ -259,16 +318,22 @@ struct CliRun {
   int exit_code = -1;
   std::string out, err;
 };
-inline CliRun cli(const std::vector<std::string>& args, const std::string& socket = "") {
+// `--socket` goes right after the subcommand (and its sub-subcommand: scope create, ...). With
+// `as`, the CLI runs as that identity; `input` is its stdin (/dev/null when empty).
+inline CliRun cli(const std::vector<std::string>& args, const std::string& socket = "",
+                  const std::optional<Identity>& as = std::nullopt, const std::string& input = "") {
   TempDir d;
   std::vector<std::string> argv = {kCorral};
   argv.insert(argv.end(), args.begin(), args.end());
   if (!socket.empty()) {
-    // --socket goes right after the subcommand (and its sub-subcommand: scope create, ...).
     const bool nested = args.size() > 1 && (args[0] == "scope" || args[0] == "worker");
     argv.insert(argv.begin() + (nested ? 3 : 2), {"--socket", socket});
   }
-  pid_t pid = spawn_process(argv, d.path() + "/out", d.path() + "/err");
+  if (!input.empty()) {
+    std::ofstream in(d.path() + "/in", std::ios::binary);
+    in << input;
+  }
+  pid_t pid = spawn_as(as, argv, input.empty() ? "" : d.path() + "/in", d.path() + "/out", d.path() + "/err");
   int status = wait_process(pid);
   CliRun r;
   r.exit_code = (status >= 0 && WIFEXITED(status)) ? WEXITSTATUS(status) : -1;
