@@ -350,6 +350,12 @@ TEST_CASE("1. writes outside the writable roots: direct, symlink, /proc/self/roo
     REQUIRE(::symlink((o + "-via-link").c_str(), (t.ws + "/link-" + mode).c_str()) == 0);
     put(t.ws + "/mine-" + mode, "mine");
     hand_over(t.ws);
+    // A file outside every root that the sandbox's host uid owns (nobody: a root supervisor's
+    // sandbox uid, a non-root supervisor's own uid, as its home files would be): what only an
+    // owner may do (chmod) is refused like any write.
+    const std::string own = o + "-own";
+    put(own, kOriginal, 0600);
+    REQUIRE(::chown(own.c_str(), nobody().uid, nobody().gid) == 0);
     const std::vector<std::string> opts = {"--mode", mode, "--workspace", t.ws};
     struct Case {
       std::vector<std::string> action;
@@ -373,6 +379,10 @@ TEST_CASE("1. writes outside the writable roots: direct, symlink, /proc/self/roo
         // Controls: the workspace and /tmp.
         {{"write-file", t.ws + "/ok-" + mode}, {"errno=EROFS", "ok", "ok"}},
         {{"write-file", "/tmp/ok"}, {"ok", "ok", "ok"}},
+        {{"chmod", own, "0777"}, {"errno=EROFS", "errno=EROFS", "ok"}},
+        {{"read-file", own}, {"ok " + kOriginal, "ok " + kOriginal, "ok " + kOriginal}},
+        {{"write-file", own}, {"errno=EROFS", "errno=EROFS", "ok"}},
+        {{"unlink", own}, {"errno=EROFS", "errno=EROFS", "ok"}},
     };
     for (const auto& c : cases) {
       CAPTURE(c.action);
@@ -393,6 +403,13 @@ TEST_CASE("1. writes outside the writable roots: direct, symlink, /proc/self/roo
     CHECK(path_exists(o + "-dir") == full);
     CHECK_FALSE(path_exists(o + "-via-init"));
     CHECK_FALSE(path_exists(o + "-renamed"));
+    CHECK(path_exists(own) == !full);
+    if (!full) {
+      struct stat st {};
+      REQUIRE(::stat(own.c_str(), &st) == 0);
+      CHECK((st.st_mode & 07777) == 0600);
+      CHECK(read_file(own) == kOriginal);
+    }
     if (full) CHECK(read_file(o + "-direct") == "pwned");
   }
 }
