@@ -10,6 +10,7 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
+#include "supervisor/audit.h"
 #include "supervisor/exec_request.h"
 #include "supervisor/file_requests.h"
 #include "supervisor/worker.h"
@@ -441,7 +442,7 @@ void Connection::on_exec_done(std::uint64_t id, const ExecSpec& spec, Result res
 }
 
 void Connection::log_launch(const Peer& peer, std::uint64_t id, const ExecSpec& spec, const Result& result) {
-  spdlog::info("launch {}", launch_record(peer.uid, peer.pid, id, spec, result));
+  audit("launch " + launch_record(peer.uid, peer.pid, id, spec, result));
 }
 
 void Connection::on_file(const proto::Message& msg) {

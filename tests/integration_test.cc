@@ -152,6 +152,32 @@ TEST_CASE("the supervisor's environment does not leak; the audit log records eac
   CHECK(launches[1]["exit_code"] == 3);
 }
 
+TEST_CASE("--log-level cannot silence the audit lines; --audit-log sends them to a file") {
+  for (const char* level : {"error", "off"}) {
+    CAPTURE(level);
+    Server s({"--log-level", level});
+    CHECK(cli({"exec", "--", kHelper, "exit", "0"}, s.socket()).exit_code == 0);
+    CHECK(wait_until([&] { return s.log().find(" info launch {") != std::string::npos; }, 5s));
+    CHECK(s.log().find(" serving ") == std::string::npos);  // the ordinary log obeys the level
+  }
+  TempDir d;
+  const std::string audit = d.path() + "/audit.log";
+  {
+    Server s({"--log-level", "off", "--audit-log", audit});
+    CHECK(cli({"exec", "--", kHelper, "exit", "0"}, s.socket()).exit_code == 0);
+    CHECK(wait_until([&] { return read_file(audit).find(" info launch {") != std::string::npos; }, 5s));
+    CHECK(s.log().find("launch") == std::string::npos);
+  }
+  // Appended to, never truncated, by the next supervisor.
+  Server s({"--audit-log", audit});
+  CHECK(cli({"exec", "--", kHelper, "exit", "0"}, s.socket()).exit_code == 0);
+  CHECK(wait_until([&] { const auto a = read_file(audit); return std::count(a.begin(), a.end(), '\n') == 2; }, 5s));
+  // A file that cannot be opened is a usage error, before serving.
+  auto bad = cli({"serve", "--socket", d.path() + "/x.sock", "--audit-log", d.path() + "/no/such/dir/audit.log"});
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("audit log") != std::string::npos);
+}
+
 TEST_CASE("many requests in flight on one connection, each with exactly one final reply") {
   Server s;
   auto c = s.connect();

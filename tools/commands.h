@@ -91,7 +91,9 @@ struct CallOptions {
 // --sandbox-uid: a uid number or a user name -> (uid, gid); refuses 0.
 StatusOr<std::pair<uid_t, gid_t>> lookup_sandbox_user(const std::string& text);
 
-int run_serve(supervisor::ServerOptions options, const std::string& log_level);
+// The ordinary log goes to stderr at `log_level`; the audit lines to `audit_log` (stderr when
+// empty) at every level.
+int run_serve(supervisor::ServerOptions options, const std::string& log_level, const std::string& audit_log);
 int run_exec(const ExecOptions& options);
 int run_status(const StatusOptions& options);
 int run_call(const CallOptions& options);

@@ -88,7 +88,14 @@ int main(int argc, char** argv) {
       ->default_str(format_duration(serve_opts.authorization_deadline));
   serve->add_option("--temp-root", serve_opts.temp_root,
                     "where scope temp dirs are created (default: $TMPDIR, else /tmp)");
-  serve->add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  serve->add_option("--log-level", log_level,
+                    "trace, debug, info, warn, error, off: the ordinary log; never the audit lines")
+      ->capture_default_str();
+  std::string audit_log;
+  serve->add_option("--audit-log", audit_log,
+                    "append the audit lines (one per launch) to this file instead of stderr; "
+                    "they are written whatever --log-level says")
+      ->type_name("FILE");
   std::string sandbox_user = "nobody";
   serve->add_option("--sandbox-uid", sandbox_user,
                     "for a root supervisor: the unprivileged host uid (or user name) commands run as; "
@@ -373,7 +380,7 @@ int main(int argc, char** argv) {
       return cli::complain(cli::kUsage, "--sandbox-uid: " + ids.status().message());
     else
       std::tie(serve_opts.sandbox_uid, serve_opts.sandbox_gid) = *ids;
-    return cli::run_serve(serve_opts, log_level);
+    return cli::run_serve(serve_opts, log_level, audit_log);
   }
   if (*exec) return cli::run_exec(exec_opts);
   if (*mcp) {

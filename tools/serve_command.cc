@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "supervisor/audit.h"
 #include "tools/commands.h"
 
 namespace corral::cli {
@@ -26,11 +27,13 @@ StatusOr<std::pair<uid_t, gid_t>> lookup_sandbox_user(const std::string& text) {
   return std::make_pair(pw->pw_uid, pw->pw_gid);
 }
 
-int run_serve(supervisor::ServerOptions options, const std::string& log_level) {
+int run_serve(supervisor::ServerOptions options, const std::string& log_level, const std::string& audit_log) {
   auto level = spdlog::level::from_str(log_level);
   if (level == spdlog::level::off && log_level != "off")
     return complain(kUsage, "unknown --log-level '" + log_level + "'");
-  // Logs (the audit log among them) go to stderr, one line each, flushed as written.
+  // The audit lines have their own logger (supervisor/audit.h), which the level never reaches.
+  if (Status st = supervisor::open_audit_log(audit_log); !st.ok()) return complain(kUsage, st.message());
+  // The ordinary log goes to stderr, one line each, flushed as written.
   auto logger = spdlog::stderr_logger_mt("corral");
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l %v");
   logger->set_level(level);
