@@ -114,6 +114,7 @@ class Supervisor {
   }
 
   proto::Client& client() { return *client_; }
+  const std::string& socket() const { return socket_; }
   std::string log_text() const {
     std::ifstream in(log_);
     std::stringstream ss;
