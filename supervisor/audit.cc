@@ -1,5 +1,8 @@
 #include "supervisor/audit.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -37,6 +40,10 @@ Status open_audit_log(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_directory(parent, ec))
     return Status::invalid("cannot open the audit log " + path + ": no directory " + parent.string());
+  // Created private (command lines and paths are in it), and never through a symlink.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Status::from_errno("open", errno, "the audit log " + path);
+  ::close(fd);
   try {
     audit_logger() = make_logger(std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false));
   } catch (const spdlog::spdlog_ex& e) {

@@ -168,6 +168,9 @@ TEST_CASE("--log-level cannot silence the audit lines; --audit-log sends them to
     CHECK(wait_until([&] { return read_file(audit).find(" info launch {") != std::string::npos; }, 5s));
     CHECK(s.log().find("launch") == std::string::npos);
   }
+  struct stat st {};
+  REQUIRE(::stat(audit.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);  // command lines and paths are in it
   // Appended to, never truncated, by the next supervisor.
   Server s({"--audit-log", audit});
   CHECK(cli({"exec", "--", kHelper, "exit", "0"}, s.socket()).exit_code == 0);
@@ -176,6 +179,13 @@ TEST_CASE("--log-level cannot silence the audit lines; --audit-log sends them to
   auto bad = cli({"serve", "--socket", d.path() + "/x.sock", "--audit-log", d.path() + "/no/such/dir/audit.log"});
   CHECK(bad.exit_code != 0);
   CHECK(bad.err.find("audit log") != std::string::npos);
+  // Never through a symlink (a planted link would make root append to its target).
+  const std::string link = d.path() + "/link.log";
+  REQUIRE(::symlink((d.path() + "/target").c_str(), link.c_str()) == 0);
+  auto linked = cli({"serve", "--socket", d.path() + "/y.sock", "--audit-log", link});
+  CHECK(linked.exit_code != 0);
+  CHECK(linked.err.find("the audit log " + link) != std::string::npos);
+  CHECK(!std::filesystem::exists(d.path() + "/target"));
 }
 
 TEST_CASE("many requests in flight on one connection, each with exactly one final reply") {
