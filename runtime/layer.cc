@@ -34,6 +34,7 @@ constexpr std::array<Entry, kLayerCount> kNames = {{
     {Layer::idmapped_mounts, "idmapped-mounts"},
     {Layer::host_ipc, "host-ipc"},
     {Layer::mount_view, "mount-view"},
+    {Layer::temp_size, "temp-size"},
 }};
 
 constexpr bool in_enum_order() {

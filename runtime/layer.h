@@ -39,8 +39,9 @@ enum class Layer : std::uint8_t {
   idmapped_mounts,
   host_ipc,
   mount_view,
+  temp_size,
 };
-inline constexpr std::size_t kLayerCount = static_cast<std::size_t>(Layer::mount_view) + 1;
+inline constexpr std::size_t kLayerCount = static_cast<std::size_t>(Layer::temp_size) + 1;
 
 // "user-ns", "cgroup-cpu-time", ... as printed everywhere.
 const char* layer_name(Layer layer);

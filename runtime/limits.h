@@ -51,5 +51,9 @@ inline constexpr milliseconds kDefaultHelloTimeout{5'000};
 // Bytes waiting to be written to one worker (evaluations, host replies) before the
 // supervisor stops reading that worker and its evaluating client (--max-worker-queued).
 inline constexpr std::uint64_t kDefaultMaxWorkerQueued = 4 * MiB;
+// Size of each scope's temp dir (--temp-size): a root supervisor mounts it as a tmpfs of this
+// size. 0: plain host directories, unbounded (also what a non-root supervisor gets).
+inline constexpr std::uint64_t kDefaultTempSize = 2 * GiB;
+inline constexpr std::uint64_t kMaxTempSize = 1024 * GiB;
 
 }  // namespace corral::limits

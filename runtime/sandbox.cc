@@ -6,12 +6,14 @@
 #include <spawn.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/magic.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,6 +31,7 @@
 #include "runtime/sandbox_plan.h"
 #include "runtime/seccomp_filter.h"
 #include "runtime/unique_fd.h"
+#include "runtime/units.h"
 
 #ifndef AT_RECURSIVE
 #define AT_RECURSIVE 0x8000
@@ -186,6 +189,8 @@ struct SandboxHost::Impl {
   std::optional<SeccompProgram> seccomp_denied_broker, seccomp_allowed_broker;
   UniqueFd init_landlock_denied, init_landlock_allowed;  // init's own domain, by network
   bool idmap = false;
+  bool temp_tmpfs = false;      // scope temp dirs are tmpfs mounts (layer temp-size)
+  bool temp_root_mounted = false;  // the temp root is bound onto itself, unbindable
   std::optional<gid_t> subgid;  // non-root: a gid of our /etc/subgid range, for newgidmap
   std::mutex userns_mutex;      // guards owner_userns
   std::map<std::pair<uid_t, gid_t>, UniqueFd> owner_userns;  // owner -> sandbox ids, for idmaps
@@ -241,7 +246,10 @@ StatusOr<UniqueFd> SandboxHost::make_network_namespace() const {
   return ns;
 }
 
-SandboxHost::~SandboxHost() = default;
+SandboxHost::~SandboxHost() {
+  // Whatever scope tmpfs mounts are left go with it.
+  if (impl_ && impl_->temp_root_mounted) ::umount2(options_.temp_root.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+}
 
 std::vector<std::string> SandboxHost::cgroup_dirs() const { return impl_->cgroups->created_dirs(); }
 
@@ -425,6 +433,38 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
                  : errno_reason("idmapping a mount of " + host->options_.temp_root, err));
   }
 
+  // Scope temp dirs as tmpfs mounts of their own (root only): tried once on an empty dir.
+  if (host->options_.temp_size == 0) {
+    add(Layer::temp_size, false, "serve --temp-size 0: scope temp dirs are host directories, unbounded");
+  } else if (!host->root_) {
+    add(Layer::temp_size, false, "a non-root supervisor cannot mount a tmpfs: scope temp dirs are host directories, unbounded");
+  } else if (!host->options_.own_temp_root) {
+    add(Layer::temp_size, false, "the temp root " + host->options_.temp_root + " is not a directory of the supervisor's own");
+  } else {
+    // The temp root becomes a mount of its own, unbindable: a recursive copy of the host's tree
+    // (each sandbox's view, launch()) leaves it and every scope's tmpfs beneath it out.
+    std::string dir = host->options_.temp_root + "/corral-probe-XXXXXX";
+    const char* root = host->options_.temp_root.c_str();
+    err = 0;
+    if (::mount(root, root, nullptr, MS_BIND, nullptr) < 0) err = errno;
+    else {
+      host->impl_->temp_root_mounted = true;
+      if (::mount(nullptr, root, nullptr, MS_UNBINDABLE, nullptr) < 0) err = errno;
+    }
+    if (err) {
+    } else if (::mkdtemp(dir.data()) == nullptr) err = errno;
+    else {
+      if (::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=4k,mode=0700") < 0) err = errno;
+      else ::umount2(dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+      ::rmdir(dir.c_str());
+    }
+    host->impl_->temp_tmpfs = err == 0;
+    add(Layer::temp_size, err == 0,
+        err == 0 ? "each scope's /tmp is a tmpfs of " + format_size(host->options_.temp_size) +
+                       ", whose pages count against the writing command's memory cap"
+                 : errno_reason("mounting a tmpfs in " + host->options_.temp_root, err));
+  }
+
   // Finally the whole mount view, end to end: a sandboxed /bin/true. While it runs, its own
   // report says "being probed" (check() never passes a layer without a report).
   bool mount_prereqs = true;
@@ -450,13 +490,28 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
     if (host_ipc) host_ipc->available = true;
     // The view alone: a missing groups layer is reported by its own name, not as the view's.
     const bool allow_groups = std::exchange(host->options_.allow_supplementary_groups, true);
-    auto launched = host->launch(s, p, host->options_.temp_root, "probe");
+    // A temp dir of its own, made as a scope's is (the temp root itself may be unbindable).
+    std::string temp = host->options_.temp_root + "/corral-probe-XXXXXX";
+    StatusOr<SandboxLaunch> launched = Status::invalid("not launched");
+    if (::mkdtemp(temp.data()) != nullptr) {
+      Status st = host->adopt_temp_dir(temp);
+      launched = st.ok() ? host->launch(s, p, temp, "probe") : StatusOr<SandboxLaunch>(st);
+    } else {
+      launched = Status::from_errno("mkdtemp", errno, temp);
+      temp.clear();
+    }
     host->options_.allow_supplementary_groups = allow_groups;
     layers.pop_back();
     if (host_ipc) *host_ipc = saved;
     if (launched.ok()) {
       ExitInfo info;
       launched->init.reap(info, true);
+    }
+    if (!temp.empty()) {
+      release_temp_dir(temp);
+      ::rmdir(temp.c_str());
+    }
+    if (launched.ok()) {
       add(Layer::mount_view, true, "read-only root, writable roots and /tmp, private /proc and /dev, masked paths");
     } else {
       add(Layer::mount_view, false, launched.status().message());
@@ -484,9 +539,23 @@ Status SandboxHost::check(const Policy& policy) const {
 }
 
 Status SandboxHost::adopt_temp_dir(const std::string& dir) const {
-  if (root_ && ::chown(dir.c_str(), options_.sandbox_uid, options_.sandbox_gid) < 0)
-    return Status::from_errno("chown", errno, dir);
+  if (!root_) return {};
+  // The dir is ours (mkdtemp, in our 0711 temp root): nothing a sandbox or another user can
+  // rename or replace, so its name is safe to use here.
+  if (impl_->temp_tmpfs) {
+    const std::string data = "size=" + std::to_string(options_.temp_size) + ",mode=0700,uid=" +
+                             std::to_string(options_.sandbox_uid) + ",gid=" + std::to_string(options_.sandbox_gid);
+    if (::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, data.c_str()) < 0)
+      return Status::from_errno("mount", errno, "the scope's temp dir tmpfs on " + dir);
+    return {};
+  }
+  if (::chown(dir.c_str(), options_.sandbox_uid, options_.sandbox_gid) < 0) return Status::from_errno("chown", errno, dir);
   return {};
+}
+
+void release_temp_dir(const std::string& dir) {
+  // EINVAL when it is no mount point (a plain dir): nothing to do.
+  ::umount2(dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
 }
 
 bool SandboxLaunch::read_report(ExitInfo& info) {
@@ -688,6 +757,19 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   p.landlock_fd = -1;
   p.release_fd = -1;
   p.death_fd = impl_->death_read.get();
+  p.root_tree = -1;
+  // The view's root: a copy of the host's tree without the unbindable temp root (and so
+  // without any scope's tmpfs), cloned here where no mount is locked (see create()).
+  UniqueFd root_tree;
+  if (impl_->temp_tmpfs) {
+    root_tree.reset(::open_tree(AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+    if (!root_tree) return Status::from_errno("mount-source", errno, "cloning the host's tree for the view");
+    struct mount_attr priv {};
+    priv.propagation = MS_PRIVATE;
+    if (::mount_setattr(root_tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &priv, sizeof priv) < 0)
+      return Status::from_errno("mount-source", errno, "making the view's root tree private");
+    p.root_tree = root_tree.get();
+  }
 
   // Every host path as the descriptor normalize() resolved (a Policy built by hand, as the
   // engine's own tests do, is resolved here with the supervisor's credentials).
@@ -707,6 +789,14 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     auto t = resolve_host_path(temp_dir, "the scope's temp dir");
     if (!t.ok()) return t.status();
     temp = std::move(*t);
+  }
+  // The temp dir is bounded when it is a tmpfs mount of its own (adopt_temp_dir()).
+  bool temp_is_tmpfs = false;
+  {
+    struct statfs fs {};
+    struct stat up {};
+    temp_is_tmpfs = ::fstatfs(temp.get(), &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
+                    ::fstatat(temp.get(), "..", &up, 0) == 0 && up.st_dev != temp.st.st_dev;
   }
 
   // Binds, in order: the temp dir as /tmp, workspace roots, then --bind.
@@ -786,7 +876,18 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     }
   }
   std::vector<std::string> mask_paths;
-  for (const auto& h : options_.hidden_paths) mask_paths.push_back(h);
+  // A hidden path (the socket dir, the temp root) is masked where the view shows the host's
+  // file at that path. Under the view's private dirs it is not there to hide, and a mask
+  // would cover the private dir itself (a socket directly in /tmp would mask the scope's /tmp).
+  auto in_private_dir = [full](const std::string& path) {
+    std::vector<const char*> own = {"/tmp"};
+    if (!full) own.insert(own.end(), {"/var/tmp", "/dev", "/run", "/var/run"});
+    for (const char* d : own)
+      if (path == d || path.rfind(std::string(d) + "/", 0) == 0) return true;
+    return false;
+  };
+  for (const auto& h : options_.hidden_paths)
+    if (!in_private_dir(h)) mask_paths.push_back(h);
   // The host's cgroup trees list host pids and every supervisor's corral-<pid> group.
   mask_paths.push_back("/sys/fs/cgroup");
   if (mask_paths.size() > sandbox::kMaxMasks) return Status::invalid("too many hidden paths (max 64)");
@@ -983,6 +1084,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   if (policy.network == Network::denied) out.enforced.push_back(layer_name(Layer::net_ns));
   if (!idmap_binds.empty() || idmapped_other) out.enforced.push_back(layer_name(Layer::idmapped_mounts));
   if (broker) out.enforced.push_back(layer_name(Layer::host_ipc));
+  if (temp_is_tmpfs) out.enforced.push_back(layer_name(Layer::temp_size));
   if (out.cgroup) {
     if (policy.caps.memory_bytes) out.enforced.push_back(layer_name(Layer::cgroup_memory));
     if (policy.caps.pids) out.enforced.push_back(layer_name(Layer::cgroup_pids));

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/cgroup.h"
+#include "runtime/limits.h"
 #include "runtime/policy.h"
 #include "runtime/probe.h"
 #include "runtime/process.h"
@@ -29,7 +30,15 @@ struct HostOptions {
   gid_t sandbox_gid = 65534;
   std::vector<std::string> hidden_paths;  // masked in every sandbox: the supervisor's socket dir
   std::string cgroup_root = "/sys/fs/cgroup";
-  std::string temp_root = "/tmp";         // where the idmapped-mount probe tries
+  std::string temp_root = "/tmp";         // where scope temp dirs are made, and the mount probes try
+  // A root supervisor mounts each scope temp dir as a tmpfs of this size (layer temp-size): a
+  // bound on what a scope's commands write there, and a /tmp whose mount shows no host path.
+  // Its pages count as memory (no swap here), against the memory cap of the command that
+  // writes them. 0: plain host directories, unbounded.
+  std::uint64_t temp_size = limits::kDefaultTempSize;
+  // temp_root is a directory the supervisor made for itself alone (serve does): only then is it
+  // made a mount of its own for the tmpfs mounts (never /tmp itself).
+  bool own_temp_root = false;
   // Host files under /run shown at their own paths in the otherwise empty /run of the
   // confining modes. Empty: /etc/resolv.conf's target when it lies under /run
   // (systemd-resolved), so that DNS keeps working.
@@ -62,6 +71,10 @@ struct SandboxLaunch {
   std::string program;  // argv[0], for messages
 };
 
+// Unmounts a scope temp dir that adopt_temp_dir() mounted (its files go with the mount);
+// nothing for a plain directory. The dir itself is left for the caller to remove.
+void release_temp_dir(const std::string& dir);
+
 class SandboxHost {
  public:
   // Probes every layer (a few short-lived children; tens of ms) and prepares what launches share.
@@ -75,7 +88,9 @@ class SandboxHost {
   std::vector<std::string> cgroup_dirs() const;
   // ok if every layer `policy` needs is available; otherwise names the first missing one.
   Status check(const Policy& policy) const;
-  // Prepares the scope temp dir for commands (owner: the sandbox uid for a root supervisor).
+  // Prepares the scope temp dir `dir` (just made, empty) for commands: for a root supervisor,
+  // owned by the sandbox uid, and a tmpfs of options().temp_size where layer temp-size is
+  // available. release_temp_dir() undoes the mount (call it before removing the dir).
   Status adopt_temp_dir(const std::string& dir) const;
 
   // Launches spec.argv under `policy`. `temp_dir` (host path) is the command's /tmp;

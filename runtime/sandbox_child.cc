@@ -52,6 +52,7 @@ const char* step_name(int step) {
     case Step::mount_private: return "mount-private";
     case Step::mount_source: return "mount-source";
     case Step::mount_root_ro: return "mount-root-ro";
+    case Step::mount_root: return "mount-root";
     case Step::mount_bind: return "mount-bind";
     case Step::mount_target: return "mount-target";
     case Step::mount_dev: return "mount-dev";
@@ -411,6 +412,19 @@ void open_sources(SandboxPlan& plan, const int* parent_fds, std::size_t parent_f
   }
 }
 
+// With a root tree from the parent (SandboxPlan::root_tree), makes it our root and drops the
+// copy of the host's namespace we were born with: attached over /tmp (in our own namespace,
+// every mount private by now; no directory is made, since we have no mapped uid yet), then
+// pivot_root(".", ".") stacks the old root on the new one, and a lazy unmount takes the old
+// one, and everything on it, away.
+void enter_root_tree(const SandboxPlan& plan) {
+  if (plan.root_tree < 0) return;
+  if (::move_mount(plan.root_tree, "", AT_FDCWD, "/tmp", MOVE_MOUNT_F_EMPTY_PATH) < 0 || ::chdir("/tmp") < 0 ||
+      ::syscall(SYS_pivot_root, ".", ".") < 0 || ::umount2(".", MNT_DETACH) < 0 || ::chdir("/") < 0)
+    fail(plan, Step::mount_root, errno);
+  ::close(plan.root_tree);
+}
+
 // An empty tmpfs over /run (host sockets and runtime state live there), writable until the
 // binds are in place; `keep` are host files shown at their own paths inside it.
 void empty_run(const SandboxPlan& plan, const Sources& src) {
@@ -582,8 +596,10 @@ int receive_listener(int sock) {
 
 [[noreturn]] void run_command(const SandboxPlan& plan) {
   if (::setsid() < 0) fail(plan, Step::fork, errno);
-  if (plan.exec.cwd && ::chdir(plan.exec.cwd) < 0) fail(plan, Step::chdir, errno);
   drop_privileges(plan);
+  // With the command's own rights, in its own view: a link there leads only where it could go
+  // anyway (docs/threat-model.md "Host paths").
+  if (plan.exec.cwd && ::chdir(plan.exec.cwd) < 0) fail(plan, Step::chdir, errno);
   if (plan.release_fd >= 0) {
     // Authorized launch: everything is in place but the exec. Say so, then wait for the
     // parent's one byte; anything else (EOF: denied, timed out, client gone) means never run.
@@ -717,7 +733,7 @@ int init_main(void* arg) {
   {
     // Also the bind trees the parent cloned from its descriptors and the worker program's
     // descriptor (runtime/host_path.h: what was checked is what is used).
-    int keep[8 + 16 + kMaxBinds];
+    int keep[9 + 16 + kMaxBinds];
     std::size_t n = 0;
     for (int fd : {plan.sync_fd, plan.report_fd, plan.exec.error_fd, plan.landlock_fd, plan.release_fd, plan.death_fd,
                    plan.init_landlock_fd, plan.exec_fd})
@@ -725,6 +741,7 @@ int init_main(void* arg) {
     for (std::size_t i = 0; i < plan.exec.fd_count && i < 16; ++i) keep[n++] = plan.exec.fds[i].source;
     for (std::size_t i = 0; i < plan.bind_count; ++i)
       if (plan.binds[i].tree_fd >= 0) keep[n++] = plan.binds[i].tree_fd;
+    keep[n++] = plan.root_tree;
     close_all_except(keep, n);
   }
   // The supervisor may have died before we closed our copy of its death pipe's write end.
@@ -753,7 +770,10 @@ int init_main(void* arg) {
   if (::sethostname("corral", 6) < 0) fail(plan, Step::hostname, errno);
   if (plan.new_net) bring_loopback_up(plan);
   Sources sources;
-  if (plan.new_mount) open_sources(plan, parent_fds, parent_fd_count, sources);
+  if (plan.new_mount) {
+    open_sources(plan, parent_fds, parent_fd_count, sources);
+    enter_root_tree(plan);
+  }
   if (::setresgid(plan.inside_gid, plan.inside_gid, plan.inside_gid) < 0) fail(plan, Step::ids, errno);
   if (::setresuid(plan.inside_uid, plan.inside_uid, plan.inside_uid) < 0) fail(plan, Step::ids, errno);
   if (plan.new_mount) build_mount_view(plan, sources);

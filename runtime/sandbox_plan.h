@@ -42,6 +42,7 @@ enum class Step : int {
   mount_run,       // the empty /run
   ready,           // not a failure: prepared up to exec, waiting for the release (authorized launch)
   cgroup_ns,       // a cgroup namespace rooted at the sandbox's own cgroup
+  mount_root,      // entering the root tree the parent cloned (SandboxPlan::root_tree)
 };
 const char* step_name(int step);
 
@@ -104,6 +105,11 @@ struct SandboxPlan {
   bool new_net;              // a fresh network namespace: bring its loopback up
   bool new_mount;            // build the mount view (always true for sandboxes)
   bool full_access;          // danger-full-access: keep the host's mounts writable
+  // -1, or (root supervisors with scope temp dirs as tmpfs mounts) a detached recursive copy
+  // of the host's tree, cloned by the parent: the view is built on it after pivot_root, so that
+  // the host mounts it leaves out (the unbindable temp root with every scope's tmpfs) are not
+  // in the sandbox's mount namespace at all, /proc/self/mountinfo included.
+  int root_tree;
   BindMount binds[kMaxBinds];
   std::size_t bind_count;
   const char* dev_nodes[kMaxDevNodes];  // "/dev/null", ... bound into a fresh /dev

@@ -17,6 +17,7 @@ Scope::~Scope() {
   if (netns_ >= 0) ::close(netns_);
   if (!dir_.empty()) {
     std::error_code ec;
+    release_temp_dir(dir_);  // a tmpfs: its files go with it
     // remove_all does not follow symlinks: a link planted in the dir is removed, not its target.
     std::filesystem::remove_all(dir_, ec);
   }

@@ -234,6 +234,9 @@ Status validate(const ServerOptions& o) {
     return Status::invalid("--max-connections-per-uid must be between 1 and 65536");
   if (o.hello_timeout.count() < 100 || o.hello_timeout > std::chrono::minutes(10))
     return Status::invalid("--hello-timeout must be between 100ms and 10m");
+  if (o.temp_size != 0 && (o.temp_size < limits::MiB || o.temp_size > limits::kMaxTempSize))
+    return Status::invalid("--temp-size must be 0 (unbounded host directories) or between 1M and " +
+                           format_size(limits::kMaxTempSize));
   if (o.max_worker_queued < 64 * 1024 || o.max_worker_queued > limits::GiB)
     return Status::invalid("--max-worker-queued must be between 64K and 1G");
   if (o.max_in_flight < 1 || o.max_in_flight > 65536)
@@ -310,6 +313,8 @@ Status serve(const ServerOptions& options_in) {
   host_options.sandbox_gid = options.sandbox_gid;
   host_options.hidden_paths = options.hidden_paths;
   host_options.temp_root = options.temp_root;
+  host_options.temp_size = options.temp_size;
+  host_options.own_temp_root = true;  // `base`, made above
   ctx.host = SandboxHost::create(host_options);
   if (record)
     for (const auto& cg : ctx.host->cgroup_dirs())

@@ -88,6 +88,13 @@ std::vector<std::string> serve_flags(std::vector<std::string> extra) {
   return extra;
 }
 
+// The whole `corral serve` command line of the supervisor under test.
+std::vector<std::string> serve_argv(std::vector<std::string> args) {
+  std::vector<std::string> argv = {kCorral, "serve"};
+  for (auto& a : serve_flags(std::move(args))) argv.push_back(std::move(a));
+  return argv;
+}
+
 // test_util.h's Server (socket and temp root under /tmp), run as the supervisor under test.
 class Supervisor : public Server {
  public:
@@ -911,6 +918,7 @@ TEST_CASE("17. status reports every layer available; a default exec enforces the
   if (!nonroot()) {
     for (const auto& layer : cgroups) CHECK_MESSAGE(reported(layer, true), layer);
     CHECK(reported("idmapped-mounts", true));
+    CHECK(reported("temp-size", true));
   } else {
     // The documented differences of a non-root supervisor (README, "Who the command runs as"):
     // cgroups belong to root (the suite delegates none to nobody), so every cgroup layer is
@@ -920,6 +928,8 @@ TEST_CASE("17. status reports every layer available; a default exec enforces the
     CHECK(st.out.find("\"name\":\"idmapped-mounts\"") == std::string::npos);
     CHECK(reported("groups-dropped", false));
     CHECK(st.out.find("uid 65534 has no range in /etc/subgid") != std::string::npos);
+    CHECK(reported("temp-size", false));  // no tmpfs: plain host directories, unbounded
+    CHECK(st.out.find("a non-root supervisor cannot mount a tmpfs") != std::string::npos);
   }
   auto r = client({"exec", "--json", "--", kHelper, "exit", "0"}, s.socket());
   CHECK(r.exit_code == 0);
@@ -930,6 +940,7 @@ TEST_CASE("17. status reports every layer available; a default exec enforces the
     CAPTURE(layer);
     CHECK(enforced.find("\"" + std::string(layer) + "\"") != std::string::npos);
   }
+  CHECK((enforced.find("\"temp-size\"") != std::string::npos) == !nonroot());
 }
 
 TEST_CASE("extra: another scope's temp dir is out of reach when the temp root is outside /tmp") {
@@ -1698,4 +1709,95 @@ TEST_CASE("27. a worker runs the program that was checked, never one planted at 
   CHECK(ev.out == "echo:hello");
   CHECK(client({"exec", "--scope", scope, "--", "/bin/test", "-e", "/tmp/planted-ran"}, s.socket()).exit_code == 1);
   CHECK(client({"scope", "close", scope}, s.socket()).exit_code == 0);
+}
+
+// Root supervisor only: a non-root supervisor cannot mount a tmpfs, so its scope temp dirs are
+// host directories whose path is the mount root of /tmp (docs/threat-model.md, "What a command
+// can still learn about the host"); escape_test 17 checks that it reports temp-size missing.
+TEST_CASE("28. /proc/self/mountinfo shows no host temp path and no supervisor pid; /tmp is a bounded tmpfs" *
+          doctest::test_suite("root-supervisor")) {
+  if (nonroot()) {
+    MESSAGE("not applicable to a non-root supervisor: it cannot mount a tmpfs (see above)");
+    return;
+  }
+  Supervisor s;
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    auto r = client({"exec", "--mode", mode, "--", "/bin/cat", "/proc/self/mountinfo"}, s.socket());
+    REQUIRE(r.exit_code == 0);
+    CAPTURE(r.out);
+    // The temp root (corral-<pid>-XXXXXX) and the scope dirs (corral-scope-XXXXXX) appear nowhere.
+    CHECK(r.out.find("corral-") == std::string::npos);
+    CHECK(r.out.find(s.dir()) == std::string::npos);
+    // /tmp (and in the confining modes /var/tmp and /dev/shm) is the root of a tmpfs of its own.
+    std::vector<std::string> private_dirs = {"/tmp"};
+    if (mode != "danger-full-access") private_dirs.insert(private_dirs.end(), {"/var/tmp", "/dev/shm"});
+    for (const auto& dir : private_dirs) {
+      CAPTURE(dir);
+      std::istringstream in(r.out);
+      std::string line, last;
+      // mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT ...; the last mount at a path is what it shows.
+      while (std::getline(in, line)) {
+        std::istringstream f(line);
+        std::string id, parent, dev, root, point;
+        f >> id >> parent >> dev >> root >> point;
+        if (point == dir) last = line;
+      }
+      CHECK(last.find(" / " + dir + " ") != std::string::npos);
+      CHECK(last.find(" - tmpfs ") != std::string::npos);
+    }
+  }
+  // What the scope writes to /tmp is bounded by --temp-size, in the host's memory.
+  Supervisor small({"--temp-size", "1M"});
+  auto r = client({"exec", "--", "/bin/sh", "-c",
+                   "head -c 2000000 /dev/zero > /tmp/f; echo rc=$?; wc -c < /tmp/f; df -k /tmp | tail -n 1"},
+                  small.socket());
+  CAPTURE(r.out);
+  CAPTURE(r.err);
+  CHECK(r.out.find("rc=1\n1048576\ntmpfs ") == 0);
+  CHECK(r.err.find("No space left on device") != std::string::npos);
+  // 0: plain host directories, reported as such.
+  Supervisor plain({"--temp-size", "0"});
+  auto st = client({"status", "--json"}, plain.socket());
+  CHECK(st.out.find("{\"name\":\"temp-size\",\"available\":false,") != std::string::npos);
+  auto bad = client({"serve", "--socket", small.dir() + "/other.sock", "--temp-size", "1K"}, "");
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("--temp-size must be 0 (unbounded host directories) or between 1M and") != std::string::npos);
+}
+
+TEST_CASE("28. a supervisor whose socket is directly in /tmp leaves its commands' /tmp usable") {
+  std::string sock = "/tmp/corral-escape-XXXXXX";
+  REQUIRE(::mkdtemp(sock.data()) != nullptr);
+  REQUIRE(::rmdir(sock.c_str()) == 0);
+  sock += ".sock";
+  TempDir logs;
+  if (nonroot()) REQUIRE(::chown(logs.path().c_str(), nobody().uid, nobody().gid) == 0);
+  const pid_t server = spawn_as(supervisor_as(), serve_argv({"--socket", sock, "--temp-root", logs.path()}), "",
+                                logs.path() + "/serve.out", logs.path() + "/serve.log");
+  REQUIRE(wait_until(
+      [&] {
+        std::string err;
+        return proto::Client::connect_raw(sock, err) != nullptr || !running(server);
+      },
+      20s));
+  if (nonroot()) {
+    // A non-root supervisor's socket directory must be its own: /tmp (root's) is refused.
+    CHECK(wait_process(server, 30s) != 0);
+    CHECK(read_file(logs.path() + "/serve.log").find("socket directory /tmp is owned by uid 0") != std::string::npos);
+    return;
+  }
+  REQUIRE(running(server));
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    auto r = client({"exec", "--mode", mode, "--", "/bin/sh", "-c", "echo hi > /tmp/f && cat /tmp/f"}, sock);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "hi\n");
+    // The socket itself stays out of reach: /tmp in the view is not the host's.
+    CHECK(attempts(sock, {"--mode", mode}, {"unix-connect " + sock}) == std::vector<std::string>{"errno=ENOENT"});
+  }
+  ::kill(server, SIGTERM);
+  CHECK(wait_process(server, 30s) == 0);
+  std::error_code ec;
+  std::filesystem::remove(sock, ec);
+  std::filesystem::remove(sock + ".lock", ec);
 }

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
                 max_timeout_ms = static_cast<std::uint64_t>(serve_opts.max_timeout.count()),
                 auth_deadline_ms = static_cast<std::uint64_t>(serve_opts.authorization_deadline.count()),
                 hello_timeout_ms = static_cast<std::uint64_t>(serve_opts.hello_timeout.count()),
-                max_worker_queued = serve_opts.max_worker_queued;
+                max_worker_queued = serve_opts.max_worker_queued, temp_size = serve_opts.temp_size;
   auto* serve = app.add_subcommand("serve", "Run the supervisor in the foreground until SIGTERM/SIGINT.");
   serve->add_option("--socket", serve_opts.socket_path, kSocketHelp);
   add_repeatable(serve, "--allow-uid", serve_opts.allow_uids,
@@ -88,6 +88,12 @@ int main(int argc, char** argv) {
       ->default_str(format_duration(serve_opts.authorization_deadline));
   serve->add_option("--temp-root", serve_opts.temp_root,
                     "where scope temp dirs are created (default: $TMPDIR, else /tmp)");
+  serve->add_option("--temp-size", temp_size,
+                    "root supervisor: each scope's temp dir (its commands' /tmp) is a tmpfs of this size, "
+                    "whose pages count as memory, against the writing command's --memory cap; 0 = plain "
+                    "host directories, unbounded")
+      ->type_name("SIZE")->transform(size_in(0, limits::kMaxTempSize))
+      ->default_str(format_size(temp_size));
   serve->add_option("--log-level", log_level,
                     "trace, debug, info, warn, error, off: the ordinary log; never the audit lines")
       ->capture_default_str();
@@ -376,6 +382,7 @@ int main(int argc, char** argv) {
     serve_opts.authorization_deadline = milliseconds(auth_deadline_ms);
     serve_opts.hello_timeout = milliseconds(hello_timeout_ms);
     serve_opts.max_worker_queued = max_worker_queued;
+    serve_opts.temp_size = temp_size;
     if (auto ids = cli::lookup_sandbox_user(sandbox_user); !ids.ok())
       return cli::complain(cli::kUsage, "--sandbox-uid: " + ids.status().message());
     else
