@@ -318,7 +318,7 @@ struct Execution::State : std::enable_shared_from_this<State> {
   }
 
   void fail_setup(const Status& st) {
-    result.status = st.step() == "validate" || !cancelled_before_spawn ? ExitStatus::setup_error
+    result.status = st.code() == StatusCode::invalid || !cancelled_before_spawn ? ExitStatus::setup_error
                                                                         : ExitStatus::cancelled;
     result.setup_step = st.step();
     result.setup_errno = st.err();

@@ -47,6 +47,12 @@ Status fail(const char* step, int err, const std::string& shown, std::string_vie
   msg.append(": ").append(why);
   return Status::error(step, err, std::move(msg));
 }
+// The policy's own refusals: --deny-read ("denied"), a read-only root or --protect ("readonly").
+Status refuse(const char* step, int err, const std::string& shown, std::string_view why) {
+  std::string msg = shown;
+  msg.append(": ").append(why);
+  return Status::refused(step, err, std::move(msg));
+}
 Status fail_errno(const char* step, int err, const std::string& shown, std::string_view what = {}) {
   std::string why(what);
   if (!why.empty()) why += ": ";
@@ -185,10 +191,10 @@ Status check_guards(const Roots& roots, int fd, const std::string& name, bool fo
   bool exempt = false;
   for (const auto& e : roots.not_denied) exempt |= beneath(real, e);
   for (const auto& d : roots.denied)
-    if (!exempt && beneath(real, d)) return fail("denied", EACCES, shown, "is unreadable here (--deny-read)");
+    if (!exempt && beneath(real, d)) return refuse("denied", EACCES, shown, "is unreadable here (--deny-read)");
   if (for_write)
     for (const auto& p : roots.read_only)
-      if (beneath(real, p)) return fail("readonly", EROFS, shown, "read-only (--protect " + p + ")");
+      if (beneath(real, p)) return refuse("readonly", EROFS, shown, "read-only (--protect " + p + ")");
   return {};
 }
 
@@ -317,7 +323,7 @@ StatusOr<Resolved> resolve(const Roots& roots, const std::string& path, bool for
   if (index == kNpos) return fail("path", EXDEV, shown, "not beneath any allowed root");
   const std::string& root = roots.roots[index];
   if (for_write && !roots.writable[index])
-    return fail("readonly", EROFS, shown, "read-only (root '" + root + "' is not writable)");
+    return refuse("readonly", EROFS, shown, "read-only (root '" + root + "' is not writable)");
 
   if (!roots.fds.empty() && roots.fds.size() != roots.roots.size())
     return Status::invalid("file tools: roots and descriptors differ in length");

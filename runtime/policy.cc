@@ -168,7 +168,7 @@ bool beneath_any(const std::string& path, const std::vector<std::string>& roots)
   return false;
 }
 
-Status over_ceiling(const std::string& what) { return Status::error("ceiling", EPERM, what); }
+Status over_ceiling(const std::string& what) { return Status::refused("ceiling", EPERM, what); }
 
 std::string list(const std::vector<std::string>& v) {
   std::string out;

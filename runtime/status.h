@@ -1,9 +1,11 @@
 // Status and StatusOr: how setup code in corral reports failure without exceptions.
-// A Status carries the step that failed (a short stable word: "chdir", "exec", "pipe"),
-// the errno when a syscall failed (0 otherwise) and a human-readable message.
+// A Status carries a code (what kind of failure: what control flow branches on), the step
+// that failed (a short stable word for messages and records: "chdir", "exec", "pipe"), the
+// errno when a syscall failed (0 otherwise) and a human-readable message.
 #pragma once
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -12,16 +14,21 @@
 
 namespace corral {
 
+// What kind of failure a Status is. Code that decides what to do next (which error code a
+// client gets, whether a failed launch counts as a setup error) looks at this, never at the
+// step's or the message's text.
+enum class StatusCode : std::uint8_t {
+  ok,
+  failed,   // something on the host failed (a system call: err() says which errno)
+  invalid,  // the input is wrong: a value out of range, a malformed path (Status::invalid)
+  refused,  // the policy says no: over a scope's ceiling, a read-only root, --deny-read, --protect
+};
+
 class [[nodiscard]] Status {
  public:
   Status() = default;  // ok
   static Status error(std::string step, int err, std::string message) {
-    Status s;
-    s.ok_ = false;
-    s.step_ = std::move(step);
-    s.errno_ = err;
-    s.message_ = std::move(message);
-    return s;
+    return make(StatusCode::failed, std::move(step), err, std::move(message));
   }
   // A failed syscall: message is "<step>: <strerror(err)>" plus optional detail.
   static Status from_errno(std::string step, int err, std::string_view detail = {}) {
@@ -30,15 +37,28 @@ class [[nodiscard]] Status {
     msg.append(": ").append(std::strerror(err));
     return error(std::move(step), err, std::move(msg));
   }
-  static Status invalid(std::string message) { return error("validate", 0, std::move(message)); }
+  static Status invalid(std::string message) { return make(StatusCode::invalid, "validate", 0, std::move(message)); }
+  // The policy refuses: `step` names the rule ("ceiling", "readonly", "denied").
+  static Status refused(std::string step, int err, std::string message) {
+    return make(StatusCode::refused, std::move(step), err, std::move(message));
+  }
 
-  bool ok() const { return ok_; }
+  bool ok() const { return code_ == StatusCode::ok; }
+  StatusCode code() const { return code_; }
   const std::string& step() const { return step_; }
   int err() const { return errno_; }
   const std::string& message() const { return message_; }
 
  private:
-  bool ok_ = true;
+  static Status make(StatusCode code, std::string step, int err, std::string message) {
+    Status s;
+    s.code_ = code;
+    s.step_ = std::move(step);
+    s.errno_ = err;
+    s.message_ = std::move(message);
+    return s;
+  }
+  StatusCode code_ = StatusCode::ok;
   int errno_ = 0;
   std::string step_;
   std::string message_;

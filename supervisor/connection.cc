@@ -390,7 +390,7 @@ std::optional<ExecSpec> Connection::prepare_spec(std::uint64_t id, const proto::
   const Credentials creds = peer_.credentials();
   auto spec = to_spec(req, ctx_.options, scope.defaults, scope.ceiling, &creds);
   if (!spec.ok()) {
-    send_error(id, spec.status().step() == "ceiling" ? ErrorCode::refused_by_policy : ErrorCode::invalid_request,
+    send_error(id, spec.status().code() == StatusCode::refused ? ErrorCode::refused_by_policy : ErrorCode::invalid_request,
                spec.status().message());
     return std::nullopt;
   }

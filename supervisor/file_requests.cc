@@ -80,7 +80,7 @@ std::string command_view(std::string path, const FileContext& ctx) {
 // its roots, and the policy's own refusals (a read-only root, --deny-read, --protect, the scope's
 // ceiling) are refused_by_policy.
 ErrorCode error_code(const Status& st) {
-  if (st.step() == "readonly" || st.step() == "denied" || st.step() == "ceiling") return ErrorCode::refused_by_policy;
+  if (st.code() == StatusCode::refused) return ErrorCode::refused_by_policy;
   switch (st.err()) {
     case ENOENT:
     case ENOTDIR: return ErrorCode::not_found;

@@ -57,7 +57,7 @@ void Connection::on_scope_create(const proto::Message& msg) {
   asked.caps = own.caps;
   auto defaults = parent ? narrow(parent->defaults, parent->ceiling, asked) : narrow(Policy{}, Ceiling::none, asked);
   if (!defaults.ok()) {
-    send_error(id, defaults.status().step() == "ceiling" ? ErrorCode::refused_by_policy : ErrorCode::invalid_request,
+    send_error(id, defaults.status().code() == StatusCode::refused ? ErrorCode::refused_by_policy : ErrorCode::invalid_request,
                defaults.status().message());
     return;
   }

@@ -44,6 +44,7 @@ TEST_CASE("mode and network over the ceiling are refused, naming both sides") {
     auto out = narrow(ro, Ceiling::bounded, r);
     REQUIRE_FALSE(out.ok());
     CHECK(out.status().step() == "ceiling");
+    CHECK(out.status().code() == StatusCode::refused);
     CHECK(out.status().err() == EPERM);
     CHECK(out.status().message() ==
           std::string("mode ") + mode_name(m) + " is over the scope's mode read-only");
@@ -164,6 +165,7 @@ TEST_CASE("caps: never above a finite scope cap; a request without one gets the 
     auto out = narrow(scope, Ceiling::bounded, o.r);
     REQUIRE_FALSE(out.ok());
     CHECK(out.status().step() == "ceiling");
+    CHECK(out.status().code() == StatusCode::refused);
     CHECK(out.status().message() == o.message);
     CHECK(narrow(scope, Ceiling::none, o.r).ok());
   }
