@@ -51,6 +51,11 @@ inline constexpr milliseconds kDefaultHelloTimeout{5'000};
 // Bytes waiting to be written to one worker (evaluations, host replies) before the
 // supervisor stops reading that worker and its evaluating client (--max-worker-queued).
 inline constexpr std::uint64_t kDefaultMaxWorkerQueued = 4 * MiB;
+// Processes (and threads) one command may have when it asks for no --pids cap
+// (--default-pids): RLIMIT_NPROC in its own user namespace, counted per sandbox since Linux
+// 5.14, so it holds without cgroups (non-root supervisors too). Enough for make -j and
+// compilers; a fork bomb ends at it. 0: none.
+inline constexpr std::uint64_t kDefaultPids = 2048;
 // Size of each scope's temp dir (--temp-size): a root supervisor mounts it as a tmpfs of this
 // size. 0: plain host directories, unbounded (also what a non-root supervisor gets).
 inline constexpr std::uint64_t kDefaultTempSize = 2 * GiB;

@@ -369,7 +369,12 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
   add(Layer::cgroup_cpu, cg.cpu, cg.cpu_reason);
   add(Layer::cgroup_cpu_time, cg.cpu_accounting, cg.cpu_accounting_reason);
   add(Layer::cgroup_kill, cg.kill, cg.kill_reason);
-  add(Layer::rlimits, true, "core 0, file size and CPU-time floors per process");
+  add(Layer::rlimits, true,
+      "core 0, file size and CPU-time floors per process; " +
+          (host->options_.default_pids
+               ? "at most " + std::to_string(host->options_.default_pids) +
+                     " processes per command without --pids (RLIMIT_NPROC, serve --default-pids)"
+               : std::string("no process bound without --pids (serve --default-pids 0)")));
   add(Layer::caps_dropped, true, "empty bounding, ambient, effective and permitted sets; no_new_privs");
   if (host->root_) {
     add(Layer::groups_dropped, true, "setgroups(0) in the sandbox: no supplementary groups");
@@ -905,6 +910,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
 
   p.limit_core = true;
   p.fsize_limit = policy.caps.max_file_size.value_or(0);
+  p.nproc_limit = policy.caps.pids.value_or(options_.default_pids);
   if (policy.caps.cpu_time) p.cpu_limit_s = static_cast<std::uint64_t>((policy.caps.cpu_time->count() + 999) / 1000) + 1;
 
   UniqueFd landlock;

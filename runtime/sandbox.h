@@ -36,6 +36,8 @@ struct HostOptions {
   // Its pages count as memory (no swap here), against the memory cap of the command that
   // writes them. 0: plain host directories, unbounded.
   std::uint64_t temp_size = limits::kDefaultTempSize;
+  // RLIMIT_NPROC of a command without a --pids cap (with one: the cap). 0: none.
+  std::uint64_t default_pids = limits::kDefaultPids;
   // temp_root is a directory the supervisor made for itself alone (serve does): only then is it
   // made a mount of its own for the tmpfs mounts (never /tmp itself).
   bool own_temp_root = false;

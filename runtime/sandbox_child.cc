@@ -800,6 +800,12 @@ int init_main(void* arg) {
     rl.rlim_max = plan.cpu_limit_s + 1;
     if (::setrlimit(RLIMIT_CPU, &rl) < 0) fail(plan, Step::rlimits, errno);
   }
+  // Counted for our uid in our own user namespace (Linux 5.14+): this sandbox's processes,
+  // init included, whatever else runs as the same host uid.
+  if (plan.nproc_limit) {
+    rl.rlim_cur = rl.rlim_max = plan.nproc_limit;
+    if (::setrlimit(RLIMIT_NPROC, &rl) < 0) fail(plan, Step::rlimits, errno);
+  }
 
   int broker_sock[2] = {-1, -1};
   if (plan.broker.enabled) {

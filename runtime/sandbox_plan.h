@@ -123,6 +123,7 @@ struct SandboxPlan {
   bool limit_core;                      // RLIMIT_CORE 0
   std::uint64_t fsize_limit;            // RLIMIT_FSIZE, 0 = unlimited
   std::uint64_t cpu_limit_s;            // RLIMIT_CPU (per-process floor), 0 = unlimited
+  std::uint64_t nproc_limit;            // RLIMIT_NPROC (per sandbox: its own user namespace), 0 = unlimited
 
   int exec_fd;                          // >= 0: execveat(exec_fd, "", AT_EMPTY_PATH), no PATH search
   int landlock_fd;                      // -1: none

@@ -22,6 +22,7 @@
 #include <list>
 #include <optional>
 
+#include "runtime/policy.h"
 #include "runtime/unique_fd.h"
 #include "runtime/units.h"
 #include "supervisor/connection.h"
@@ -234,6 +235,8 @@ Status validate(const ServerOptions& o) {
     return Status::invalid("--max-connections-per-uid must be between 1 and 65536");
   if (o.hello_timeout.count() < 100 || o.hello_timeout > std::chrono::minutes(10))
     return Status::invalid("--hello-timeout must be between 100ms and 10m");
+  if (o.default_pids > cap_limits::kMaxPids)
+    return Status::invalid("--default-pids must be between 0 (none) and " + std::to_string(cap_limits::kMaxPids));
   if (o.temp_size != 0 && (o.temp_size < limits::MiB || o.temp_size > limits::kMaxTempSize))
     return Status::invalid("--temp-size must be 0 (unbounded host directories) or between 1M and " +
                            format_size(limits::kMaxTempSize));
@@ -314,6 +317,7 @@ Status serve(const ServerOptions& options_in) {
   host_options.hidden_paths = options.hidden_paths;
   host_options.temp_root = options.temp_root;
   host_options.temp_size = options.temp_size;
+  host_options.default_pids = options.default_pids;
   host_options.own_temp_root = true;  // `base`, made above
   ctx.host = SandboxHost::create(host_options);
   if (record)

@@ -27,7 +27,8 @@ struct ServerOptions {
   unsigned max_in_flight = limits::kDefaultMaxInFlight;        // requests per connection
   std::uint64_t max_queued = limits::kDefaultMaxQueued;        // bytes queued per client
   std::uint64_t max_worker_queued = limits::kDefaultMaxWorkerQueued;  // bytes queued per worker
-  std::uint64_t temp_size = limits::kDefaultTempSize;  // each scope temp dir's tmpfs; 0: host dirs
+  std::uint64_t temp_size = limits::kDefaultTempSize;
+  std::uint64_t default_pids = limits::kDefaultPids;  // RLIMIT_NPROC without --pids; 0: none  // each scope temp dir's tmpfs; 0: host dirs
   std::uint32_t max_frame = limits::kDefaultMaxFrame;          // bytes
   std::chrono::milliseconds max_timeout = limits::kMaxTimeout; // per request
   std::chrono::milliseconds authorization_deadline = limits::kAuthorizationDeadline;

@@ -745,6 +745,33 @@ TEST_CASE("11. a fork bomb under --pids 16 ends, leaves nothing, and the supervi
   }
 }
 
+TEST_CASE("11b. without --pids, a fork bomb ends at the supervisor's default bound, with or without cgroups") {
+  // RLIMIT_NPROC, counted in the sandbox's own user namespace: root and non-root alike.
+  Supervisor s({"--default-pids", "64"});
+  auto st = client({"status"}, s.socket());
+  CHECK(st.out.find("at most 64 processes per command without --pids") != std::string::npos);
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    const std::string marker = unique_marker("bomb");
+    auto r = client({"exec", "--json", "--mode", mode, "--timeout", "20s", "--", kHelper, "fork-bomb", marker}, s.socket());
+    CAPTURE(r.out);
+    CHECK(r.exit_code == 0);
+    CHECK(json_field(r.out, "status") == "exited");
+    CHECK(json_field(r.out, "stdout") == "fork errno=EAGAIN\\n");  // the bomb stopped before 256
+    CHECK(r.out.find("\"rlimits\"") != std::string::npos);
+    CHECK(wait_until([&] { return processes_with(marker).empty(); }, 5s));
+  }
+  // The default (2048) lets the same bomb reach its own end; 0 means none.
+  Supervisor plain;
+  CHECK(client({"status"}, plain.socket()).out.find("at most 2048 processes per command") != std::string::npos);
+  auto r = client({"exec", "--json", "--", kHelper, "fork-bomb", unique_marker("bomb")}, plain.socket());
+  CHECK(json_field(r.out, "stdout") == "fork ok\\n");
+  Supervisor none({"--default-pids", "0"});
+  CHECK(client({"status"}, none.socket()).out.find("no process bound without --pids") != std::string::npos);
+  auto bad = client({"serve", "--socket", s.dir() + "/x.sock", "--default-pids", "2000000"}, "");
+  CHECK(bad.exit_code != 0);
+}
+
 TEST_CASE("12. past --memory 64M: memory_limit") {
   Supervisor s;
   if (nonroot()) {

@@ -88,6 +88,11 @@ int main(int argc, char** argv) {
       ->default_str(format_duration(serve_opts.authorization_deadline));
   serve->add_option("--temp-root", serve_opts.temp_root,
                     "where scope temp dirs are created (default: $TMPDIR, else /tmp)");
+  serve->add_option("--default-pids", serve_opts.default_pids,
+                    "processes and threads one command may have when it asks for no --pids cap "
+                    "(RLIMIT_NPROC in its own user namespace: holds without cgroups); 0 = none")
+      ->type_name("N")->check(CLI::Range(std::uint64_t{0}, cap_limits::kMaxPids).description(""))
+      ->capture_default_str();
   serve->add_option("--temp-size", temp_size,
                     "root supervisor: each scope's temp dir (its commands' /tmp) is a tmpfs of this size, "
                     "whose pages count as memory, against the writing command's --memory cap; 0 = plain "
