@@ -6,6 +6,7 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/executor_work_guard.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
@@ -32,6 +33,15 @@ bool has_nul(std::string_view s) { return s.find('\0') != std::string_view::npos
 
 struct Pipe {
   UniqueFd read, write;
+};
+
+// A launch in progress: the child's spec and the descriptors it gets, held until the launch
+// has returned (it may run on another thread: ExecSpec::offload).
+struct Launch {
+  SpawnSpec ss;
+  Pipe out_pipe, err_pipe;
+  UniqueFd stdin_read, stdin_write, extra;
+  StatusOr<SandboxLaunch> sandbox = Status::invalid("not launched");
 };
 
 StatusOr<Pipe> make_pipe(bool enlarge) {
@@ -330,7 +340,7 @@ struct Execution::State : std::enable_shared_from_this<State> {
 
   void run() {
     started = Clock::now();
-    UniqueFd extra(std::exchange(spec.extra_fd, -1));  // closed when run() returns: after the spawn
+    UniqueFd extra(std::exchange(spec.extra_fd, -1));  // the launch closes it once the child has it
     if (cancelled_before_spawn) {
       result.status = ExitStatus::cancelled;
       result.message = "cancelled before it started";
@@ -358,39 +368,68 @@ struct Execution::State : std::enable_shared_from_this<State> {
       if (!stdin_read) return fail_setup(Status::from_errno("open", errno, "/dev/null"));
     }
 
-    SpawnSpec ss;
+    // What the launch uses, kept (its descriptors open) until it has returned.
+    auto l = std::make_shared<Launch>();
+    l->out_pipe = std::move(out_pipe).value();
+    l->err_pipe = std::move(err_pipe).value();
+    l->stdin_read = std::move(stdin_read);
+    l->stdin_write = std::move(stdin_write);
+    l->extra = std::move(extra);
+    SpawnSpec& ss = l->ss;
     ss.argv = spec.shell ? std::vector<std::string>{"/bin/sh", "-c", *spec.shell} : spec.argv;
     ss.env = child_environment(spec);
     ss.cwd = !spec.cwd.empty() ? spec.cwd : spec.policy ? std::string("/tmp") : spec.temp_dir;
-    ss.fds = {{stdin_read.get(), 0}, {out_pipe->write.get(), 1}, {err_pipe->write.get(), 2}};
-    if (extra) ss.fds.push_back({extra.get(), 3});
+    ss.fds = {{l->stdin_read.get(), 0}, {l->out_pipe.write.get(), 1}, {l->err_pipe.write.get(), 2}};
+    if (l->extra) ss.fds.push_back({l->extra.get(), 3});
     if (spec.script_fd) ss.fds.push_back({spec.script_fd->get(), 4});
     if (spec.program_fd) {
       if (!spec.policy) return fail_setup(Status::invalid("a program descriptor needs a sandbox"));
       ss.exec_fd = spec.program_fd->get();
     }
-    if (spec.policy) {
-      auto launched = spec.host->launch(ss, *spec.policy, spec.temp_dir, spec.cgroup_name, spec.hold_for_authorization,
-                                        spec.netns_fd);
-      if (!launched.ok()) return fail_setup(launched.status());
-      sandbox.emplace(std::move(launched).value());
-      process = std::move(sandbox->init);
-      result.enforced = sandbox->enforced;
-    } else {
+    if (!spec.policy) {
       auto proc = spawn(ss);
       if (!proc.ok()) return fail_setup(proc.status());
       process = std::move(proc).value();
+      return launched(*l);
     }
-    spawned = true;
+    // The launch reads only what nothing changes meanwhile (the spec, the host); its outcome
+    // comes back here, on the io_context's thread, where a cancel may have come first.
+    auto self = shared_from_this();
+    // The io_context has work while the launch runs elsewhere (its run() must not return).
+    auto work = std::make_shared<asio::executor_work_guard<asio::io_context::executor_type>>(io.get_executor());
+    auto job = [self, l, work] {
+      const ExecSpec& sp = self->spec;
+      l->sandbox = sp.host->launch(l->ss, *sp.policy, sp.temp_dir, sp.cgroup_name, sp.hold_for_authorization, sp.netns_fd);
+      if (!self->spec.offload) return;
+      asio::post(self->io, [self, l, work] { self->sandbox_launched(*l); });
+    };
+    if (!spec.offload) {
+      job();
+      return sandbox_launched(*l);
+    }
+    spec.offload(std::move(job));
+  }
 
+  void sandbox_launched(Launch& l) {
+    if (!l.sandbox.ok()) return fail_setup(l.sandbox.status());
+    sandbox.emplace(std::move(l.sandbox).value());
+    process = std::move(sandbox->init);
+    result.enforced = sandbox->enforced;
+    launched(l);
+  }
+
+  // The child runs (or, held, waits for its release): streams, deadline and exit watch.
+  void launched(Launch& l) {
+    spawned = true;
     // The parent keeps only its own ends; the child's copies are closed here.
-    out_pipe->write.reset();
-    err_pipe->write.reset();
-    stdin_read.reset();
-    for (int fd : {out_pipe->read.get(), err_pipe->read.get(), stdin_write.get()})
+    l.out_pipe.write.reset();
+    l.err_pipe.write.reset();
+    l.stdin_read.reset();
+    l.extra.reset();
+    for (int fd : {l.out_pipe.read.get(), l.err_pipe.read.get(), l.stdin_write.get()})
       if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-    out.assign(out_pipe->read.release());
-    err.assign(err_pipe->read.release());
+    out.assign(l.out_pipe.read.release());
+    err.assign(l.err_pipe.read.release());
     // The pidfd stays owned by `process`; Asio only waits on a duplicate.
     pidfd.assign(::fcntl(process.pidfd(), F_DUPFD_CLOEXEC, 3));
 
@@ -411,8 +450,8 @@ struct Execution::State : std::enable_shared_from_this<State> {
     asio::co_spawn(io, read_stream(StreamId::out), on_part);
     asio::co_spawn(io, read_stream(StreamId::err), on_part);
     asio::co_spawn(io, watch_exit(), on_part);
-    if (stdin_write) {
-      stdin_w.assign(stdin_write.release());
+    if (l.stdin_write) {
+      stdin_w.assign(l.stdin_write.release());
       asio::co_spawn(io, write_stdin(), asio::detached);
     }
   }

@@ -64,6 +64,12 @@ struct ExecSpec {
   std::string cgroup_name;  // unique per command, e.g. "cmd-42"
   int netns_fd = -1;        // network denied: the scope's network namespace (borrowed), -1 fresh
 
+  // Where a sandboxed launch runs (SandboxHost::launch: clone, id maps, and the wait for the
+  // child's setup until exec, about a millisecond): handed to `offload`, which runs it on
+  // another thread; its outcome comes back on the io_context's thread. Empty: right here, on
+  // the io_context's thread (the engine's own tests). The host must outlive the launch.
+  std::function<void(std::function<void()>)> offload;
+
   // Authorized launch (sandboxed only): the command is prepared up to exec, then
   // `on_prepared` runs (on the io_context's thread) and nothing executes until authorize().
   bool hold_for_authorization = false;

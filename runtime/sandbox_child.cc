@@ -766,7 +766,10 @@ int init_main(void* arg) {
   // then nothing runs in the sandbox that could look.
   if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) fail(plan, Step::sync, errno);
 
-  if (plan.drop_groups && ::setgroups(0, nullptr) < 0) fail(plan, Step::ids, errno);
+  // Raw system calls for the credentials: glibc's wrappers would first try to signal every
+  // other thread of the supervisor we were copied from (its setxid protocol), which are not
+  // here. We are single-threaded; the kernel's calls change exactly us.
+  if (plan.drop_groups && ::syscall(SYS_setgroups, 0, nullptr) < 0) fail(plan, Step::ids, errno);
   if (::sethostname("corral", 6) < 0) fail(plan, Step::hostname, errno);
   if (plan.new_net) bring_loopback_up(plan);
   Sources sources;
@@ -774,8 +777,8 @@ int init_main(void* arg) {
     open_sources(plan, parent_fds, parent_fd_count, sources);
     enter_root_tree(plan);
   }
-  if (::setresgid(plan.inside_gid, plan.inside_gid, plan.inside_gid) < 0) fail(plan, Step::ids, errno);
-  if (::setresuid(plan.inside_uid, plan.inside_uid, plan.inside_uid) < 0) fail(plan, Step::ids, errno);
+  if (::syscall(SYS_setresgid, plan.inside_gid, plan.inside_gid, plan.inside_gid) < 0) fail(plan, Step::ids, errno);
+  if (::syscall(SYS_setresuid, plan.inside_uid, plan.inside_uid, plan.inside_uid) < 0) fail(plan, Step::ids, errno);
   if (plan.new_mount) build_mount_view(plan, sources);
 
   // Place stdin/stdout/stderr (the same two-phase move as the bare path).

@@ -6,10 +6,12 @@
 #include <cerrno>
 #include <asio/co_spawn.hpp>
 #include <asio/experimental/as_tuple.hpp>
+#include <asio/post.hpp>
 #include <asio/read.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
+#include "runtime/file_tools.h"
 #include "supervisor/audit.h"
 #include "supervisor/exec_request.h"
 #include "supervisor/file_requests.h"
@@ -78,6 +80,7 @@ void Connection::close() {
   // hold this object and the scopes alive) until each command is reaped; the temp dirs go
   // with the last reference.
   authorizations_.clear();  // their commands are terminated below: "not launched"
+  file_jobs_.clear();       // not started; one that is running finds us closed
   hello_deadline_.cancel();
   reader_wake_.cancel();
   for (auto& [id, exec] : running_) exec.terminate();
@@ -130,7 +133,7 @@ asio::awaitable<void> Connection::reader() {
       send_error(0, err.code, err.message);
       continue;
     }
-    dispatch(*msg);
+    dispatch(*msg, payload);
     // Don't keep a 16 MiB buffer around for a connection that sent one big frame.
     if (payload.capacity() > 1 << 20) payload = {};
   }
@@ -238,7 +241,7 @@ void Connection::send_error(std::uint64_t id, ErrorCode code, std::string_view m
   queue(proto::make_error(id, code, message));
 }
 
-void Connection::dispatch(const proto::Message& msg) {
+void Connection::dispatch(const proto::Message& msg, const std::vector<std::uint8_t>& payload) {
   const proto::Body type = msg.body_type();
   if (!hello_done_ && type != proto::Body::Hello) {
     send_error(msg.request_id(), ErrorCode::hello_required,
@@ -252,7 +255,7 @@ void Connection::dispatch(const proto::Message& msg) {
     case proto::Body::StatusRequest: return on_status(msg);
     case proto::Body::ReadRequest:
     case proto::Body::WriteRequest:
-    case proto::Body::ListRequest: return on_file(msg);
+    case proto::Body::ListRequest: return on_file(msg, payload);
     case proto::Body::ScopeCreate: return on_scope_create(msg);
     case proto::Body::ScopeClose: return on_scope_close(msg);
     case proto::Body::ScopeListRequest: return on_scope_list(msg);
@@ -415,6 +418,7 @@ std::optional<ExecSpec> Connection::prepare_spec(std::uint64_t id, const proto::
   }
   spec->temp_dir = *temp;
   spec->host = ctx_.host.get();
+  spec->offload = [pool = ctx_.launcher.get()](std::function<void()> job) { pool->submit(std::move(job)); };
   spec->cgroup_name = cgroup_prefix + std::to_string(++ctx_.launches);
   if (spec->policy->network == Network::denied) spec->netns_fd = scope.network_namespace();
   return std::move(spec).value();
@@ -445,7 +449,7 @@ void Connection::log_launch(const Peer& peer, std::uint64_t id, const ExecSpec& 
   audit("launch " + launch_record(peer.uid, peer.pid, id, spec, result));
 }
 
-void Connection::on_file(const proto::Message& msg) {
+void Connection::on_file(const proto::Message& msg, const std::vector<std::uint8_t>& payload) {
   const std::uint64_t id = msg.request_id();
   if (id == 0) {
     send_error(0, ErrorCode::invalid_request, "request_id 0 is reserved for connection-level errors");
@@ -461,15 +465,52 @@ void Connection::on_file(const proto::Message& msg) {
     send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
     return;
   }
-  const Credentials creds = peer_.credentials();
-  FileContext fc{*temp, ctx_.options.max_frame, scope->defaults, scope->ceiling, ctx_.options.hidden_paths, &creds};
-  proto::Frame reply;
-  switch (msg.body_type()) {
-    case proto::Body::ReadRequest: reply = handle_read(id, *msg.body_as_ReadRequest(), fc); break;
-    case proto::Body::WriteRequest: reply = handle_write(id, *msg.body_as_WriteRequest(), fc); break;
-    default: reply = handle_list(id, *msg.body_as_ListRequest(), fc); break;
+  // Everything the job needs, by value: it runs on another thread, and may outlive us.
+  auto fc = std::make_shared<FileContext>(
+      FileContext{*temp, ctx_.options.max_frame, scope->defaults, scope->ceiling, ctx_.options.hidden_paths, nullptr});
+  auto creds = std::make_shared<Credentials>(peer_.credentials());
+  fc->peer = creds.get();
+  // The reply's room: a read's window (what it asks, else the default; at most a frame), a
+  // listing's (1 MiB: 10,000 entries), a write's (small). Plus the request itself, held until then.
+  const proto::Body type = msg.body_type();
+  std::uint64_t reply = kReplyOverheadBytes;
+  if (type == proto::Body::ReadRequest) {
+    const proto::ReadRequest& r = *msg.body_as_ReadRequest();
+    const std::uint64_t window = r.max_bytes() ? r.max_bytes() : r.binary() ? files::kDefaultReadBytes : files::kDefaultReadText;
+    reply += std::min<std::uint64_t>(window, ctx_.options.max_frame);
+  } else if (type == proto::Body::ListRequest) {
+    reply += 1 << 20;
   }
-  queue(std::move(reply));
+  const std::uint64_t bytes = std::min<std::uint64_t>(payload.size() + reply, ctx_.options.max_queued);
+  reserved_bytes_ += bytes;
+  file_jobs_.push_back({id, payload, bytes, [fc, creds, type](const proto::Message& m) {
+                          const std::uint64_t rid = m.request_id();
+                          if (type == proto::Body::ReadRequest) return handle_read(rid, *m.body_as_ReadRequest(), *fc);
+                          if (type == proto::Body::WriteRequest) return handle_write(rid, *m.body_as_WriteRequest(), *fc);
+                          return handle_list(rid, *m.body_as_ListRequest(), *fc);
+                        }});
+  next_file_job();
+}
+
+void Connection::next_file_job() {
+  if (file_job_running_ || file_jobs_.empty() || closed_) return;
+  file_job_running_ = true;
+  auto job = std::make_shared<FileJob>(std::move(file_jobs_.front()));
+  file_jobs_.pop_front();
+  std::weak_ptr<Connection> weak = shared_from_this();
+  ctx_.blocking->submit([job, weak, executor = socket_.get_executor()] {
+    // The payload was verified when it was read; this copy is the same bytes.
+    auto reply = std::make_shared<proto::Frame>(job->serve(*flatbuffers::GetRoot<proto::Message>(job->payload.data())));
+    asio::post(executor, [job, weak, reply] {
+      auto c = weak.lock();
+      if (!c) return;
+      c->reserved_bytes_ -= job->reserved;
+      c->file_job_running_ = false;
+      c->queue(std::move(*reply));
+      if (!c->reading_paused()) c->reader_wake_.cancel();
+      c->next_file_job();
+    });
+  });
 }
 
 void Connection::on_authorization(const proto::Message& msg) {

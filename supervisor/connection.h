@@ -54,12 +54,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   asio::awaitable<void> reader();
   asio::awaitable<void> writer();
-  void dispatch(const proto::Message& msg);
+  // `payload` is the frame `msg` was verified in (a request served off the loop keeps a copy).
+  void dispatch(const proto::Message& msg, const std::vector<std::uint8_t>& payload);
   void on_hello(const proto::Message& msg);
   void on_exec(const proto::Message& msg);
   void on_cancel(const proto::Message& msg);
   void on_status(const proto::Message& msg);
-  void on_file(const proto::Message& msg);
+  void on_file(const proto::Message& msg, const std::vector<std::uint8_t>& payload);
+  // Runs the next waiting file request on the blocking pool, if none of ours is running.
+  void next_file_job();
   void on_scope_create(const proto::Message& msg);
   void on_scope_close(const proto::Message& msg);
   void on_scope_list(const proto::Message& msg);
@@ -120,6 +123,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<Pending> queue_;
   std::uint64_t queued_bytes_ = 0;
   std::map<std::uint64_t, Execution> running_;
+  // File requests, served one at a time per connection (in the order they came, so that a
+  // write and a later read of the same file keep their order) on the blocking pool. Each holds
+  // its request and its reply's room reserved against --max-queued until its reply is queued.
+  struct FileJob {
+    std::uint64_t id;
+    std::vector<std::uint8_t> payload;  // the request frame
+    std::uint64_t reserved;             // bytes held in reserved_bytes_
+    std::function<proto::Frame(const proto::Message&)> serve;
+  };
+  std::deque<FileJob> file_jobs_;
+  bool file_job_running_ = false;
   std::map<std::uint64_t, std::weak_ptr<Worker>> evals_;  // evaluations in flight, by request id
   // Authorized launches waiting for this client's answer: their deadline timers.
   std::map<std::uint64_t, std::unique_ptr<asio::steady_timer>> authorizations_;

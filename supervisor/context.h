@@ -11,6 +11,7 @@
 #include "runtime/probe.h"
 #include "runtime/sandbox.h"
 #include "supervisor/background.h"
+#include "supervisor/blocking_pool.h"
 #include "supervisor/scope.h"
 #include "supervisor/server.h"
 
@@ -30,6 +31,11 @@ struct Context {
   std::map<uid_t, unsigned> connections_by_uid;  // the same, per peer uid
   unsigned running_commands = 0;
   std::uint64_t launches = 0;  // names each command's cgroup
+  // File requests run here (Connection::on_file), and launches (ExecSpec::offload) on a pool
+  // of their own, so that a slow fsync never delays a launch. Declared last: destroyed first,
+  // so a running job finishes while everything above is still alive.
+  std::unique_ptr<BlockingPool> blocking;
+  std::unique_ptr<BlockingPool> launcher;
 };
 
 }  // namespace corral::supervisor

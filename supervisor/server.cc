@@ -308,6 +308,9 @@ Status serve(const ServerOptions& options_in) {
   ::signal(SIGPIPE, SIG_IGN);
 
   Context ctx;
+  ctx.blocking = std::make_unique<BlockingPool>(2);
+  // Both cores launch: a launch is mostly waiting for its child's setup.
+  ctx.launcher = std::make_unique<BlockingPool>(std::max(2u, std::thread::hardware_concurrency()));
   options.hidden_paths.push_back(dir);
   ctx.options = options;
   HostOptions host_options;

@@ -3,7 +3,9 @@
 
 #include <asio/steady_timer.hpp>
 #include <set>
+#include <thread>
 
+#include "runtime/sandbox.h"
 #include "runtime/spawn.h"
 #include "tests/test_util.h"
 
@@ -337,4 +339,82 @@ TEST_CASE("spawn() directly: the pidfd reports exit, rusage is filled") {
   CHECK(info.exited);
   CHECK(info.exit_code == 3);
   CHECK(info.max_rss_kb > 0);
+}
+
+TEST_CASE("a sandboxed launch off the loop: its outcome comes back on the loop; a cancel that came first wins") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: a sandbox host in this process needs root (this test runs as uid " << ::geteuid() << ")");
+    return;
+  }
+  auto host = SandboxHost::create(HostOptions{});
+  if (Status st = host->check(Policy{}); !st.ok()) {
+    MESSAGE("skipped: this host cannot sandbox: " << st.message());
+    return;
+  }
+  TempDir temp;
+  REQUIRE(host->adopt_temp_dir(temp.path()).ok());
+  auto sandboxed = [&](std::vector<std::string> args) {
+    ExecSpec spec = helper_spec(std::move(args));
+    spec.temp_dir = temp.path();
+    spec.policy = Policy{};
+    spec.host = host.get();
+    return spec;
+  };
+
+  // Launched on another thread; output, the done handler and the result are on the loop's.
+  {
+    asio::io_context io;
+    const auto loop = std::this_thread::get_id();
+    std::vector<std::thread> launchers;
+    std::thread::id launched_on, sink_on, done_on;
+    ExecSpec spec = sandboxed({"pwd"});
+    spec.offload = [&](std::function<void()> job) {
+      launchers.emplace_back([&launched_on, job] {
+        launched_on = std::this_thread::get_id();
+        job();
+      });
+    };
+    Result result;
+    auto e = Execution::start(
+        io, std::move(spec), [&](StreamId, std::string_view) { sink_on = std::this_thread::get_id(); },
+        [&](Result r) {
+          done_on = std::this_thread::get_id();
+          result = std::move(r);
+        });
+    io.run();  // returns only once the command is done: the launch held it open
+    for (auto& t : launchers) t.join();
+    REQUIRE(launchers.size() == 1);
+    CHECK(launched_on != loop);
+    CHECK(sink_on == loop);
+    CHECK(done_on == loop);
+    CHECK(result.status == ExitStatus::exited);
+    CHECK(result.out == "/tmp\n");
+  }
+
+  // A cancel that comes while the launch runs elsewhere: the launched command is killed at
+  // once, the result is cancelled, and nothing is left running.
+  {
+    asio::io_context io;
+    const std::string marker = "corral-engine-cancel-" + std::to_string(::getpid());
+    std::function<void()> held;
+    ExecSpec spec = sandboxed({"sleep", "30", marker});
+    spec.offload = [&](std::function<void()> job) { held = std::move(job); };
+    Result result;
+    bool done = false;
+    auto e = Execution::start(io, std::move(spec), nullptr, [&](Result r) {
+      result = std::move(r);
+      done = true;
+    });
+    io.poll();  // run(): the launch is handed over, not started
+    REQUIRE(held);
+    e.terminate();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::thread launcher(std::move(held));  // it holds the loop open until it is done
+    io.run();
+    launcher.join();
+    CHECK(std::chrono::steady_clock::now() - t0 < 10s);  // killed once launched, not after 30 s
+    CHECK(done);
+    CHECK(result.status == ExitStatus::cancelled);
+    CHECK(processes_with(marker).empty());
+  }
 }

@@ -208,6 +208,41 @@ TEST_CASE("many requests in flight on one connection, each with exactly one fina
   CHECK_FALSE(c->receive(extra, 300));
 }
 
+TEST_CASE("pipelined file requests run off the loop, in order: each read sees the write before it") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  // Write, read, write, read, ... of one file without waiting; a status request in between is
+  // answered too (the loop is free while the pool works).
+  constexpr std::uint64_t kRounds = 40;
+  for (std::uint64_t i = 0; i < kRounds; ++i) {
+    proto::FileArgs w;
+    w.path = "/tmp/order";
+    w.data = "round " + std::to_string(i);
+    REQUIRE(c->send(proto::make_write(1000 + i, w)));
+    proto::FileArgs r;
+    r.path = "/tmp/order";
+    REQUIRE(c->send(proto::make_read(2000 + i, r)));
+  }
+  REQUIRE(c->send(proto::make_status_request(3000)));
+  std::map<std::uint64_t, std::string> reads;
+  int writes = 0, statuses = 0;
+  while (reads.size() + writes + statuses < 2 * kRounds + 1) {
+    proto::Received got;
+    REQUIRE(c->receive(got, 30000));
+    const std::uint64_t id = got.msg->request_id();
+    CAPTURE(id);
+    REQUIRE(got.msg->body_type() != Body::Error);
+    if (auto* rr = got.msg->body_as_ReadResult())
+      reads[id] = rr->data() ? std::string(reinterpret_cast<const char*>(rr->data()->data()), rr->data()->size()) : "";
+    else if (got.msg->body_as_WriteResult()) ++writes;
+    else if (got.msg->body_as_StatusReply()) ++statuses;
+  }
+  CHECK(writes == static_cast<int>(kRounds));
+  CHECK(statuses == 1);
+  for (std::uint64_t i = 0; i < kRounds; ++i) CHECK(reads[2000 + i] == "round " + std::to_string(i));
+}
+
 TEST_CASE("a reused in-flight id is refused; the first request is unaffected") {
   Server s;
   auto c = s.connect();

@@ -214,6 +214,8 @@ TEST_CASE("a scope holds at most 256 background commands; the limit is checked b
   REQUIRE(c->call(999, proto::make_exec(999, a), r));
   REQUIRE(r.msg->body_as_Error());
   CHECK(proto::str(r.msg->body_as_Error()->message()).find("the limit is 256") != std::string::npos);
+  // Each was started (BackgroundStarted); launches run off the loop, so wait for all 256.
+  CHECK(wait_until([&] { return processes_with(marker).size() == 256; }, 60s));
   CHECK(processes_with(marker).size() == 256);
   CHECK(cli({"scope", "close", id}, s.socket()).exit_code == 0);
   CHECK(wait_until([&] { return processes_with(marker).empty(); }, 30s));
