@@ -263,7 +263,13 @@ struct Execution::State : std::enable_shared_from_this<State> {
       if (result.message.empty())
         result.message = "CPU time exceeded " + std::to_string(spec.policy->caps.cpu_time->count()) + "ms";
     }
-    sandbox->cgroup.reset();  // kills stragglers, removes the group
+    // Kills stragglers and removes the group, which may wait while they exit: off the loop
+    // when there is somewhere else to do it (the job holds the group's last reference).
+    if (spec.offload) {
+      std::shared_ptr<Cgroup> group(std::move(sandbox->cgroup));
+      spec.offload([group]() mutable { group.reset(); });
+    }
+    sandbox->cgroup.reset();
   }
 
   // --cpu-time counts the whole tree: poll the cgroup's CPU usage.
@@ -397,11 +403,14 @@ struct Execution::State : std::enable_shared_from_this<State> {
     auto self = shared_from_this();
     // The io_context has work while the launch runs elsewhere (its run() must not return).
     auto work = std::make_shared<asio::executor_work_guard<asio::io_context::executor_type>>(io.get_executor());
-    auto job = [self, l, work] {
+    auto job = [self, l, work]() mutable {
       const ExecSpec& sp = self->spec;
       l->sandbox = sp.host->launch(l->ss, *sp.policy, sp.temp_dir, sp.cgroup_name, sp.hold_for_authorization, sp.netns_fd);
-      if (!self->spec.offload) return;
-      asio::post(self->io, [self, l, work] { self->sandbox_launched(*l); });
+      if (!sp.offload) return;
+      // Everything moves on to the loop: the last reference to the execution is never dropped
+      // on this thread (its descriptors and timers belong to the loop).
+      asio::io_context& loop = self->io;
+      asio::post(loop, [self = std::move(self), l = std::move(l), work = std::move(work)] { self->sandbox_launched(*l); });
     };
     if (!spec.offload) {
       job();
