@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve->add_option("--max-connections-per-uid", serve_opts.max_connections_per_uid,
                     "simultaneous connections of one peer uid (never more than --max-connections)")
-      ->check(CLI::Range(1u, 1'000'000u))
+      ->type_name("N")->check(CLI::Range(1u, 1'000'000u).description(""))
       ->capture_default_str();
   serve->add_option("--hello-timeout", hello_timeout_ms, "a connection that has not said hello by then is closed")
       ->type_name("DURATION")->transform(any_duration)
