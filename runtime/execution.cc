@@ -263,13 +263,7 @@ struct Execution::State : std::enable_shared_from_this<State> {
       if (result.message.empty())
         result.message = "CPU time exceeded " + std::to_string(spec.policy->caps.cpu_time->count()) + "ms";
     }
-    // Kills stragglers and removes the group, which may wait while they exit: off the loop
-    // when there is somewhere else to do it (the job holds the group's last reference).
-    if (spec.offload) {
-      std::shared_ptr<Cgroup> group(std::move(sandbox->cgroup));
-      spec.offload([group]() mutable { group.reset(); });
-    }
-    sandbox->cgroup.reset();
+    sandbox->cgroup.reset();  // kills stragglers, removes the group
   }
 
   // --cpu-time counts the whole tree: poll the cgroup's CPU usage.

@@ -6,6 +6,7 @@
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <linux/netlink.h>
 #include <sys/socket.h>
@@ -276,13 +277,20 @@ Status probe_seccomp_notify() {
   UniqueFd parent_end(sv[0]), child_end(sv[1]);
   struct Args {
     const struct sock_fprog* prog;
-    int sock;
-  } args{program->prog(), child_end.get()};
+    int sock, parent_sock;
+    pid_t parent;
+  } args{program->prog(), child_end.get(), parent_end.get(), ::getpid()};
   // The child installs the filter, hands the listener over, and connects: the parent answers
   // that connect with ENOTCONN, which the child must see. Only syscalls in the child.
   pid_t pid = ::fork();
   if (pid < 0) return Status::from_errno("fork", errno);
   if (pid == 0) {
+    // Not our parent's end: if the parent dies before it takes the listener, the listener in
+    // flight must go with the last reference to that end, or our connect below would wait on
+    // it forever (holding every descriptor the supervisor had). And die with the parent.
+    ::close(args.parent_sock);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != args.parent) ::_exit(5);  // it died before the prctl
     int listener = -1;
     if (install_seccomp_with_listener(args.prog, &listener) != 0) ::_exit(1);
     char byte = 'L';
