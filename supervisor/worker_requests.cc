@@ -152,11 +152,16 @@ void Connection::on_worker_start(const proto::Message& msg) {
   auto argv_off = fbb.CreateVectorOfStrings(argv);
   auto env_off = fbb.CreateVector(env);
   auto ws_off = fbb.CreateVectorOfStrings(workspaces);
+  std::vector<std::string> sockets;
+  if (req.allow_sockets())
+    for (const auto* p : *req.allow_sockets()) sockets.push_back(p ? p->str() : std::string());
+  auto sockets_off = fbb.CreateVectorOfStrings(sockets);
   proto::ExecRequestBuilder b(fbb);
   b.add_argv(argv_off);
   b.add_env(env_off);
   b.add_workspaces(ws_off);
   b.add_binds(binds_off);
+  b.add_allow_sockets(sockets_off);  // resolved, checked and audited as an exec's
   if (req.mode()) b.add_mode(*req.mode());
   if (req.network()) b.add_network(*req.network());
   b.add_memory_bytes(req.memory_bytes());

@@ -271,6 +271,28 @@ TEST_CASE("CLI matrix: each repeatable option takes one value, last before -- an
     CHECK(e.out == "echo:hi");
     CHECK(run({"worker", "stop", "--socket", socket, name}).exit_code == 0);
   };
+  // The same dead socket, reached from the shipped Python worker only when allowed.
+  auto py_connect = [&](const std::string& socket, const std::string& name) {
+    // JSON by hand: the code's newlines as \n, its quotes as \".
+    const std::string req = R"({"code": "import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(\")" +
+                            dead_socket + R"(\")\n    r = 0\nexcept OSError as e:\n    r = e.errno\nr"})";
+    return run({"worker", "eval", "--socket", socket, "--request", req, name}).out;
+  };
+  cases["worker start --allow-socket"] = [&](const std::string& socket, Place place) {
+    std::string name = place == Place::before_dashdash ? "ws-dashdash" : "ws-positional";
+    std::vector<std::string> args = {"worker", "start", "--socket", socket};
+    if (place == Place::before_dashdash) args.insert(args.end(), {"--python", name, "--allow-socket", dead_socket});
+    else args.insert(args.end(), {"--python", "--allow-socket", dead_socket, name});
+    CAPTURE(join(args));
+    auto r = run(args);
+    CHECK(r.exit_code == 0);
+    CHECK(py_connect(socket, name).find("\"result\": \"" + std::to_string(ECONNREFUSED) + "\"") != std::string::npos);
+    CHECK(run({"worker", "stop", "--socket", socket, name}).exit_code == 0);
+  };
+  // Control: without it the worker does not even see the socket.
+  REQUIRE(run({"worker", "start", "--socket", s.socket(), "--python", "no-socket"}).exit_code == 0);
+  REQUIRE(py_connect(s.socket(), "no-socket").find("\"result\": \"" + std::to_string(ENOENT) + "\"") != std::string::npos);
+  REQUIRE(run({"worker", "stop", "--socket", s.socket(), "no-socket"}).exit_code == 0);
   // mcp has neither: the option is last on the line; the session's commands carry it.
   auto mcp_call = [&](const std::string& socket, const std::vector<std::string>& options, const std::string& tool,
                       const std::string& arguments) {

@@ -104,7 +104,7 @@ struct WorkerOptions {
   bool python = false;
   std::optional<Mode> mode;
   std::optional<Network> net;
-  std::vector<std::string> workspaces;
+  std::vector<std::string> workspaces, allow_sockets;
   std::optional<std::uint64_t> memory, pids, idle_timeout_ms;  // bytes, count, ms
   std::optional<double> cpus;
   std::optional<std::string> request;           // eval; absent: read stdin

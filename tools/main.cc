@@ -311,6 +311,8 @@ int main(int argc, char** argv) {
   w_start->add_option("--mode", w_opts.mode, "isolation mode, as for exec")->type_name("MODE")->transform(mode_name());
   w_start->add_option("--net", w_opts.net, "network policy, as for exec")->type_name("NET")->transform(network_name());
   add_repeatable(w_start, "--workspace", w_opts.workspaces, "a workspace root");
+  add_repeatable(w_start, "--allow-socket", w_opts.allow_sockets,
+                 "PATH of a host Unix socket the worker may connect to, as for exec (audited)");
   w_start->add_option("--memory", w_opts.memory, "memory cap for the worker's tree (4M to 1024G)")
       ->type_name("SIZE")->transform(size_in(cap_limits::kMinMemory, cap_limits::kMaxMemory));
   w_start->add_option("--pids", w_opts.pids, "cap on the worker's processes and threads (1 to 1000000)")

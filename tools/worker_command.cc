@@ -36,6 +36,7 @@ int run_worker_start(const WorkerOptions& o) {
   args.mode = wire_mode(o.mode);
   args.network = wire_network(o.net);
   args.workspaces = std::move(workspaces);
+  for (const auto& s : o.allow_sockets) args.allow_sockets.push_back(absolute(s));
   args.memory_bytes = o.memory.value_or(0);
   args.pids = o.pids.value_or(0);
   args.cpus = o.cpus.value_or(0);

@@ -156,6 +156,7 @@ Frame make_worker_start(std::uint64_t request_id, const WorkerStartArgs& a) {
   auto scope = a.scope.empty() ? 0 : fbb.CreateString(a.scope);
   auto argv = fbb.CreateVectorOfStrings(a.argv);
   auto ws = fbb.CreateVectorOfStrings(a.workspaces);
+  auto sockets = a.allow_sockets.empty() ? 0 : fbb.CreateVectorOfStrings(a.allow_sockets);
   WorkerStartBuilder b(fbb);
   b.add_name(name);
   b.add_scope(scope);
@@ -168,6 +169,7 @@ Frame make_worker_start(std::uint64_t request_id, const WorkerStartArgs& a) {
   b.add_cpus(a.cpus);
   b.add_idle_timeout_ms(a.idle_timeout_ms);
   b.add_python(a.python);
+  b.add_allow_sockets(sockets);
   return finish(fbb, request_id, b.Finish());
 }
 

@@ -80,6 +80,7 @@ struct WorkerStartArgs {
   std::vector<std::string> workspaces;
   std::uint64_t memory_bytes = 0, pids = 0, idle_timeout_ms = 0;
   double cpus = 0;
+  std::vector<std::string> allow_sockets;  // host Unix sockets it may connect to (confining modes)
 };
 Frame make_worker_start(std::uint64_t request_id, const WorkerStartArgs& args);
 
