@@ -415,8 +415,10 @@ std::vector<std::string> Cgroup::paths() const {
 // ---------------------------------------------------------------------------------------------
 // CgroupManager
 
-std::unique_ptr<CgroupManager> CgroupManager::create(std::string sysfs_root, std::string self_cgroup_file) {
+std::unique_ptr<CgroupManager> CgroupManager::create(std::string sysfs_root, std::string self_cgroup_file,
+                                                     std::function<void(const std::string&)> before_mkdir) {
   std::unique_ptr<CgroupManager> m(new CgroupManager());
+  m->before_mkdir_ = std::move(before_mkdir);
   m->detect(sysfs_root, self_cgroup_file);
   m->probe();
   return m;
@@ -445,6 +447,7 @@ void CgroupManager::detect(const std::string& root, const std::string& self_file
   auto create_parent = [&](Hierarchy& h, const std::vector<std::string>& roles) {
     const std::string dir = h.own_dir + "/corral-" + pid;
     const std::string rel = child_rel(h.own_rel, "corral-" + pid);
+    if (before_mkdir_) before_mkdir_(dir);
     if (::mkdir(dir.c_str(), 0755) != 0) {
       if (errno != EEXIST) {
         const int err = errno;
@@ -521,6 +524,7 @@ void CgroupManager::detect(const std::string& root, const std::string& self_file
       // controllers. Move the supervisor into a leaf of its own group, as systemd asks of a
       // service with Delegate=yes.
       const std::string leaf = h->own_dir + "/corral-" + pid + "-self";
+      if (before_mkdir_) before_mkdir_(leaf);
       if ((::mkdir(leaf.c_str(), 0755) == 0 || errno == EEXIST) &&
           write_file(leaf + "/cgroup.procs", pid).ok()) {
         h->self_leaf = leaf;

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,8 +78,12 @@ class CgroupManager {
   // back. Never fails: whatever is missing is reported, with the reason, in capabilities().
   // One live manager per process per tree: a second would take the first's groups for the
   // leftovers of an earlier process with the same pid, and kill them.
+  // `before_mkdir`, if given, is called with each directory's path right before it is made
+  // (the supervisor's crash-cleanup record: a supervisor killed at any point leaves nothing
+  // that its record does not list).
   static std::unique_ptr<CgroupManager> create(std::string sysfs_root = "/sys/fs/cgroup",
-                                               std::string self_cgroup_file = "/proc/self/cgroup");
+                                               std::string self_cgroup_file = "/proc/self/cgroup",
+                                               std::function<void(const std::string&)> before_mkdir = {});
   // Kills whatever is left in the parent groups (Cgroups should be destroyed first) and removes
   // them. Failures are ignored: a group the kernel will not remove stays behind.
   ~CgroupManager();
@@ -104,6 +109,7 @@ class CgroupManager {
  private:
   CgroupManager() = default;
   void detect(const std::string& sysfs_root, const std::string& self_cgroup_file);
+  std::function<void(const std::string&)> before_mkdir_;
   void probe();
 
   CgroupCapabilities caps_;

@@ -362,7 +362,8 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
     if (real && std::string(real.get()).rfind("/run/", 0) == 0) host->options_.run_keep.push_back(real.get());
   }
 
-  host->impl_->cgroups = CgroupManager::create(host->options_.cgroup_root);
+  host->impl_->cgroups =
+      CgroupManager::create(host->options_.cgroup_root, "/proc/self/cgroup", host->options_.before_cgroup_mkdir);
   const CgroupCapabilities& cg = host->impl_->cgroups->capabilities();
   add(Layer::cgroup_memory, cg.memory, cg.memory_reason);
   add(Layer::cgroup_pids, cg.pids, cg.pids_reason);

@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,9 @@ struct HostOptions {
   // (serve --allow-supplementary-groups): the layer "groups-dropped" is then missing, said so.
   bool allow_supplementary_groups = false;
   std::string newgidmap = "/usr/bin/newgidmap";
+  // Called with each cgroup directory the host is about to make for the supervisor (its
+  // crash-cleanup record; runtime/cgroup.h CgroupManager::create).
+  std::function<void(const std::string&)> before_cgroup_mkdir;
   std::string subgid_file = "/etc/subgid";
 };
 

@@ -322,10 +322,13 @@ Status serve(const ServerOptions& options_in) {
   host_options.temp_size = options.temp_size;
   host_options.default_pids = options.default_pids;
   host_options.own_temp_root = true;  // `base`, made above
-  ctx.host = SandboxHost::create(host_options);
+  // Each cgroup dir is in the record before it exists: a supervisor killed while it probes
+  // leaves nothing its successor would not find.
   if (record)
-    for (const auto& cg : ctx.host->cgroup_dirs())
-      if (Status st = record->add("cgroup", cg); !st.ok()) spdlog::warn("{}", st.message());
+    host_options.before_cgroup_mkdir = [&record](const std::string& group) {
+      if (Status st = record->add("cgroup", group); !st.ok()) spdlog::warn("{}", st.message());
+    };
+  ctx.host = SandboxHost::create(host_options);
   ctx.layers = probe_host();
   for (const auto& l : ctx.host->layers()) {
     ctx.layers.push_back(l);

@@ -336,6 +336,34 @@ TEST_CASE("kill -9 of a root supervisor ends every sandbox within a second; the 
   CHECK(cgroup_dirs_named("corral-" + std::to_string(second)).empty());
 }
 
+TEST_CASE("a supervisor killed while it starts (probing its host) leaves nothing behind its record") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: cgroups need a root supervisor (this test runs as uid " << ::geteuid() << ")");
+    return;
+  }
+  TempDir d;
+  // Its socket listens before it probes: killing it as soon as it listens lands in the probes.
+  std::vector<pid_t> killed;
+  for (int i = 0; i < 8; ++i) {
+    const std::string sock = d.path() + "/s" + std::to_string(i) + "/corral.sock";
+    pid_t pid = spawn_process({kCorral, "serve", "--socket", sock, "--temp-root", d.path()}, "", d.path() + "/log" + std::to_string(i));
+    REQUIRE(wait_until([&] { return std::filesystem::exists(sock) || !running(pid); }, 20s));
+    std::this_thread::sleep_for(std::chrono::milliseconds(i * 5));
+    ::kill(pid, SIGKILL);
+    wait_process(pid);
+    killed.push_back(pid);
+  }
+  // The next supervisor removes what their records list; nothing of theirs runs on.
+  Server next;  // the records are per host (/run/corral/instances): any next supervisor cleans
+  REQUIRE(running(next.pid()));
+  for (pid_t pid : killed) {
+    CAPTURE(pid);
+    CHECK(cgroup_dirs_named("corral-" + std::to_string(pid)).empty());
+    CHECK(entries_starting(d.path(), "corral-" + std::to_string(pid) + "-").empty());
+  }
+  CHECK(wait_until([&] { return processes_with(d.path() + "/s").empty(); }, 5s));
+}
+
 TEST_CASE("a live supervisor's leftovers are never taken for a dead one's") {
   Server live;
   TempDir d;
