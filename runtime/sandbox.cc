@@ -26,6 +26,7 @@
 #include <mutex>
 #include <optional>
 
+#include "runtime/fd_passing.h"
 #include "runtime/host_path.h"
 #include "runtime/landlock.h"
 #include "runtime/sandbox_plan.h"
@@ -1049,26 +1050,11 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   }
   if (!st.ok()) return st;  // `out.init` kills and reaps the child
 
-  char go = 'g';
-  struct iovec iov {&go, 1};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  std::vector<char> control;
-  if (!parent_trees.empty()) {
-    control.resize(CMSG_SPACE(sizeof(int) * parent_trees.size()));
-    msg.msg_control = control.data();
-    msg.msg_controllen = control.size();
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * parent_trees.size());
-    for (std::size_t k = 0; k < parent_trees.size(); ++k) {
-      int fd = parent_trees[k].get();
-      std::memcpy(CMSG_DATA(c) + k * sizeof(int), &fd, sizeof fd);
-    }
-  }
-  if (::sendmsg(sync_parent.get(), &msg, MSG_NOSIGNAL) != 1) return Status::from_errno("sync", errno, "releasing the sandbox");
+  static_assert(sandbox::kMaxBinds <= fd_passing::kMaxFds, "every idmapped bind fits in the go message");
+  int tree_fds[fd_passing::kMaxFds];
+  for (std::size_t k = 0; k < parent_trees.size(); ++k) tree_fds[k] = parent_trees[k].get();
+  if (int e = fd_passing::send_fds(sync_parent.get(), 'g', tree_fds, parent_trees.size()))
+    return Status::from_errno("sync", e, "releasing the sandbox");
   parent_trees.clear();
 
   // EOF on the error pipe: the command has exec'd (init and the command both closed it). A

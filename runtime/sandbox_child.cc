@@ -33,6 +33,7 @@
 #include <cstring>
 
 #include "runtime/connect_broker.h"
+#include "runtime/fd_passing.h"
 #include "runtime/landlock.h"
 #include "runtime/seccomp_filter.h"
 
@@ -349,25 +350,8 @@ void bring_loopback_up(const SandboxPlan& plan) {
 // Receives "go" and the parent's detached mounts. EOF: the parent is gone.
 void wait_for_parent(SandboxPlan& plan, int* parent_fds, std::size_t& parent_fd_count) {
   char byte = 0;
-  struct iovec iov {&byte, 1};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxBinds)];
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  do {
-    n = ::recvmsg(plan.sync_fd, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
+  const ssize_t n = fd_passing::receive_fds(plan.sync_fd, &byte, parent_fds, kMaxBinds, &parent_fd_count);
   if (n != 1 || byte != 'g') fail(plan, Step::sync, n < 0 ? errno : EPIPE);
-  parent_fd_count = 0;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    std::memcpy(parent_fds + parent_fd_count, CMSG_DATA(c), k * sizeof(int));
-    parent_fd_count += k;
-  }
 }
 
 struct Sources {
@@ -550,20 +534,7 @@ void drop_privileges(const SandboxPlan& plan) {
     int err = install_seccomp_with_listener(plan.seccomp, &listener);
     if (err) fail(plan, Step::seccomp, err);
     // Hand the listener to init, the broker; the command keeps no copy.
-    char byte = 'L';
-    struct iovec iov {&byte, 1};
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    struct msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &listener, sizeof listener);
-    if (::sendmsg(plan.broker_fd, &msg, MSG_NOSIGNAL) != 1) fail(plan, Step::broker, errno);
+    if (int e = fd_passing::send_fds(plan.broker_fd, 'L', &listener, 1)) fail(plan, Step::broker, e);
     ::close(listener);
     ::close(plan.broker_fd);
   } else if (plan.seccomp) {
@@ -575,21 +546,9 @@ void drop_privileges(const SandboxPlan& plan) {
 // init's side of the hand-over: the listener, or -1 if the command failed before sending it.
 int receive_listener(int sock) {
   char byte = 0;
-  struct iovec iov {&byte, 1};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  do {
-    n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  struct cmsghdr* c = n == 1 ? CMSG_FIRSTHDR(&msg) : nullptr;
-  if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) return -1;
   int fd = -1;
-  std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  std::size_t count = 0;
+  if (fd_passing::receive_fds(sock, &byte, &fd, 1, &count) != 1 || count != 1) return -1;
   return fd;
 }
 

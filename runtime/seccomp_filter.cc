@@ -1,5 +1,7 @@
 #include "runtime/seccomp_filter.h"
 
+#include "runtime/fd_passing.h"
+
 #include <fcntl.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -293,20 +295,7 @@ Status probe_seccomp_notify() {
     if (::getppid() != args.parent) ::_exit(5);  // it died before the prctl
     int listener = -1;
     if (install_seccomp_with_listener(args.prog, &listener) != 0) ::_exit(1);
-    char byte = 'L';
-    struct iovec iov {&byte, 1};
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    struct msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &listener, sizeof listener);
-    if (::sendmsg(args.sock, &msg, 0) != 1) ::_exit(2);
+    if (fd_passing::send_fds(args.sock, 'L', &listener, 1) != 0) ::_exit(2);
     ::close(listener);
     int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_un a {};
@@ -322,21 +311,14 @@ Status probe_seccomp_notify() {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
   };
   char byte = 0;
-  struct iovec iov {&byte, 1};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  if (::recvmsg(parent_end.get(), &msg, MSG_CMSG_CLOEXEC) != 1 || CMSG_FIRSTHDR(&msg) == nullptr) {
+  int fd = -1;
+  std::size_t count = 0;
+  if (fd_passing::receive_fds(parent_end.get(), &byte, &fd, 1, &count) != 1 || count != 1) {
     int code = reap();
     return Status::error("install", code == 1 ? EBUSY : EIO,
                          code == 1 ? "seccomp(SECCOMP_FILTER_FLAG_NEW_LISTENER) refused (a listener above us?)"
                                    : "the probe child did not hand over its listener");
   }
-  int fd = -1;
-  std::memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&msg)), sizeof fd);
   UniqueFd listener(fd);
   struct seccomp_notif req {};
   int rc;
