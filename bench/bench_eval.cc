@@ -285,11 +285,8 @@ BENCHMARK(BM_EvalPython)->UseRealTime()->Unit(benchmark::kMicrosecond);
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RatioReporter reporter(console_options());
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+  if (!run_benchmarks(argc, argv, reporter)) return 1;
   stop_supervisor();  // SIGTERM; the workers die with it
 
   std::printf("\nper call (real time)                    mean us    p50 us    p99 us\n");

@@ -220,11 +220,8 @@ BENCHMARK(BM_ExecFullAccess)->UseRealTime()->Unit(benchmark::kMicrosecond);
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RatioReporter reporter(console_options());
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+  if (!run_benchmarks(argc, argv, reporter)) return 1;
   std::vector<corral::proto::LayerInfo> layers;
   if (g_shared.s) layers = g_shared.s->client().layers();
   stop_supervisor();

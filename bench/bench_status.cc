@@ -103,11 +103,8 @@ BENCHMARK(BM_StatusLoaded)->UseRealTime()->Unit(benchmark::kMicrosecond);
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RatioReporter reporter(console_options());
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+  if (!run_benchmarks(argc, argv, reporter)) return 1;
   stop_supervisor();
 
   const auto* idle = reporter.find("BM_StatusIdle");

@@ -1,9 +1,10 @@
-// Helpers shared by bench_exec and bench_eval:
+// Helpers shared by bench_exec, bench_eval and bench_status:
 //   Supervisor     a `corral serve` child on a private socket with one connected client,
 //                  started once on first use, stopped (SIGTERM, reaped) by stop_supervisor()
 //   Latencies      per-call latencies -> p50/p90/p99 counters (µs)
 //   spawn_wait     posix_spawn + waitpid of one argv, the floor of running a program
 //   RatioReporter  the console output, keeping each benchmark's figures for main()'s ratios
+//   run_benchmarks main()'s flag parsing and run into a RatioReporter
 // Header-only, one translation unit per benchmark binary. CORRAL_BINARY must be defined.
 #pragma once
 
@@ -231,6 +232,16 @@ class RatioReporter : public benchmark::ConsoleReporter {
 inline benchmark::ConsoleReporter::OutputOptions console_options() {
   return ::isatty(STDOUT_FILENO) ? benchmark::ConsoleReporter::OO_ColorTabular
                                  : benchmark::ConsoleReporter::OO_Tabular;
+}
+
+// main()'s common part: parses the benchmark flags and runs the benchmarks into `reporter`
+// (whose figures main() then turns into ratios). False: an unknown argument (reported).
+inline bool run_benchmarks(int& argc, char** argv, RatioReporter& reporter) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return false;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return true;
 }
 
 // The benchmark loop for a whole program run per iteration (spawn to reaped), with its
