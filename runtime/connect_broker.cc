@@ -126,6 +126,22 @@ bool is_number(const char* s) {
   return true;
 }
 
+// Calls `fn` with the name of each numeric entry of directory `dir` (pids in /proc, fds in
+// /proc/PID/fd), read with getdents64 into `buf`; stops at the first call that returns true,
+// and returns whether one did.
+template <std::size_t N, class Fn>
+bool any_numeric_entry(int dir, char (&buf)[N], Fn&& fn) {
+  for (;;) {
+    long n = ::syscall(SYS_getdents64, dir, buf, N);
+    if (n <= 0) return false;
+    for (long off = 0; off < n;) {
+      auto* d = reinterpret_cast<struct dirent64*>(buf + off);
+      off += d->d_reclen;
+      if (is_number(d->d_name) && fn(d->d_name)) return true;
+    }
+  }
+}
+
 // Whether a process of our PID namespace (our /proc) holds socket `sock_ino` open.
 bool held_in_sandbox(std::uint64_t sock_ino) {
   char want[64];
@@ -133,38 +149,22 @@ bool held_in_sandbox(std::uint64_t sock_ino) {
   const std::size_t want_len = std::strlen(want);
   int proc = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (proc < 0) return false;
-  bool held = false;
-  for (;;) {
-    long n = ::syscall(SYS_getdents64, proc, g_dents, sizeof g_dents);
-    if (n <= 0) break;
-    for (long off = 0; off < n && !held;) {
-      auto* d = reinterpret_cast<struct dirent64*>(g_dents + off);
-      off += d->d_reclen;
-      if (!is_number(d->d_name)) continue;
-      char fd_dir[64];
-      const std::size_t name_len = std::strlen(d->d_name);
-      if (name_len > 40) continue;
-      std::memcpy(fd_dir, d->d_name, name_len);
-      std::memcpy(fd_dir + name_len, "/fd", 4);
-      int fds = ::openat(proc, fd_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (fds < 0) continue;
-      for (;;) {
-        long m = ::syscall(SYS_getdents64, fds, g_fd_dents, sizeof g_fd_dents);
-        if (m <= 0) break;
-        for (long o = 0; o < m && !held;) {
-          auto* e = reinterpret_cast<struct dirent64*>(g_fd_dents + o);
-          o += e->d_reclen;
-          if (!is_number(e->d_name)) continue;
-          char target[64];
-          ssize_t len = ::readlinkat(fds, e->d_name, target, sizeof target);
-          if (len == static_cast<ssize_t>(want_len) && std::memcmp(target, want, want_len) == 0) held = true;
-        }
-        if (held) break;
-      }
-      ::close(fds);
-    }
-    if (held) break;
-  }
+  const bool held = any_numeric_entry(proc, g_dents, [&](const char* pid) {
+    char fd_dir[64];
+    const std::size_t name_len = std::strlen(pid);
+    if (name_len > 40) return false;
+    std::memcpy(fd_dir, pid, name_len);
+    std::memcpy(fd_dir + name_len, "/fd", 4);
+    int fds = ::openat(proc, fd_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fds < 0) return false;
+    const bool found = any_numeric_entry(fds, g_fd_dents, [&](const char* fd) {
+      char target[64];
+      ssize_t len = ::readlinkat(fds, fd, target, sizeof target);
+      return len == static_cast<ssize_t>(want_len) && std::memcmp(target, want, want_len) == 0;
+    });
+    ::close(fds);
+    return found;
+  });
   ::close(proc);
   return held;
 }
