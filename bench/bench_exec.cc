@@ -12,6 +12,8 @@
 //                       /dev/null, stdout and stderr pipes read to EOF.
 //   BM_StatusRoundTrip  a StatusRequest to its reply on the same connection: the wire and
 //                       dispatch cost of one request, without a process.
+//   BM_ExecNoDefaultMemory  the default policy with --memory 0: without the memory cgroup that
+//                       the default memory bound gives every command.
 //   BM_Exec*            end to end in each mode (read_only, workspace_write, danger_full_access)
 //                       with network denied (the scope's own network namespace) and allowed (none):
 //                       BM_ExecReadOnly, BM_ExecReadOnlyNetAllowed, BM_ExecEndToEnd,
@@ -188,6 +190,16 @@ void BM_ExecEndToEnd(benchmark::State& state) {
   exec_loop(state, args);
 }
 BENCHMARK(BM_ExecEndToEnd)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// The default policy with --memory 0 (unlimited, said explicitly): no memory cgroup per command.
+// Against BM_ExecEndToEnd, what the default memory bound costs.
+void BM_ExecNoDefaultMemory(benchmark::State& state) {
+  proto::ExecArgs args;
+  args.argv = {kProgram};
+  args.memory_bytes = 0;
+  exec_loop(state, args);
+}
+BENCHMARK(BM_ExecNoDefaultMemory)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // workspace_write with network allowed: no network namespace to create and tear down.
 void BM_ExecNetAllowed(benchmark::State& state) {

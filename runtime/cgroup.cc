@@ -357,6 +357,26 @@ Status Cgroup::add(pid_t pid) {
   return {};
 }
 
+Status Cgroup::add_v2(pid_t pid) {
+  const std::string value = std::to_string(pid);
+  for (const auto& d : dirs_)
+    if (d.v2)
+      if (Status s = write_file(d.path + "/cgroup.procs", value); !s.ok()) return s;
+  return {};
+}
+
+StatusOr<std::vector<UniqueFd>> Cgroup::open_self_join() const {
+  std::vector<UniqueFd> fds;
+  for (const auto& d : dirs_) {
+    if (d.v2) continue;
+    const std::string path = d.path + "/tasks";
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd) return Status::from_errno("open", errno, path);
+    fds.push_back(std::move(fd));
+  }
+  return fds;
+}
+
 CgroupUsage Cgroup::usage() const {
   CgroupUsage u;
   for (const auto& d : dirs_) {
@@ -710,7 +730,7 @@ CgroupManager::~CgroupManager() {
 }
 
 StatusOr<std::unique_ptr<Cgroup>> CgroupManager::create_group(const std::string& name,
-                                                              const CgroupLimits& limits) {
+                                                              const CgroupLimits& limits, bool extras) {
   if (!valid_name(name))
     return Status::invalid("cgroup name \"" + name + "\" must be 1.." + std::to_string(kMaxNameBytes) +
                            " bytes of [A-Za-z0-9._-], not . or .., not starting with corral-");
@@ -735,7 +755,7 @@ StatusOr<std::unique_ptr<Cgroup>> CgroupManager::create_group(const std::string&
 
   // The memory hierarchy also when unlimited: it gives the peak and the OOM count.
   std::set<int> needed;
-  for (int i : {memory_, cpu_accounting_, kill_})
+  for (int i : {memory_, extras ? cpu_accounting_ : -1, extras ? kill_ : -1})
     if (i >= 0) needed.insert(i);
   if (limits.pids) needed.insert(pids_);
   if (limits.cpus) needed.insert(cpu_);

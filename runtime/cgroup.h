@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "runtime/status.h"
+#include "runtime/unique_fd.h"
 
 namespace corral {
 
@@ -104,7 +105,11 @@ class CgroupManager {
   // no usable hierarchy at all; with the errno of the mkdir or write that failed otherwise.
   // On failure nothing is left behind (groups already created are removed).
   // The caller owns the Cgroup; destroy it before the manager.
-  StatusOr<std::unique_ptr<Cgroup>> create_group(const std::string& name, const CgroupLimits& limits);
+  // `extras` false: only the hierarchies the limits need (and memory's, for the peak), not the
+  // kill and CPU-accounting ones; for a group that only bounds memory by default, where the
+  // command's PID namespace already ends its whole tree.
+  StatusOr<std::unique_ptr<Cgroup>> create_group(const std::string& name, const CgroupLimits& limits,
+                                                 bool extras = true);
 
  private:
   CgroupManager() = default;
@@ -132,6 +137,14 @@ class Cgroup {
   // errno of the first cgroup.procs write that failed (ESRCH: no such process); the process
   // may then be in some hierarchies of this group and not others.
   Status add(pid_t pid);
+  // The v1 directories' `tasks` files, opened for writing, for a process that moves itself by
+  // writing "0" to each (runtime/sandbox_plan.h SandboxPlan::cgroup_join_fds): the kernel then
+  // skips the global threadgroup lock that moving another process takes (an RCU grace period,
+  // 5-15 ms). The opener's credentials are what the kernel checks, so the mover may be an
+  // unprivileged process. v2 has no such path (CLONE_INTO_CGROUP is its way): add_v2() there.
+  StatusOr<std::vector<UniqueFd>> open_self_join() const;
+  // add(), for the v2 directories only.
+  Status add_v2(pid_t pid);
   // Reads what the kernel counted; figures this host cannot give are unset. Never fails.
   CgroupUsage usage() const;
   // Kills every process in the group: v2 cgroup.kill where available (kernel >= 5.14), else

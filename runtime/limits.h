@@ -59,6 +59,14 @@ inline constexpr std::uint64_t kDefaultPids = 2048;
 // Size of each scope's temp dir (--temp-size): a root supervisor mounts it as a tmpfs of this
 // size. 0: plain host directories, unbounded (also what a non-root supervisor gets).
 inline constexpr std::uint64_t kDefaultTempSize = 2 * GiB;
+// Memory of one command's whole tree when it asks for no --memory cap (--default-memory):
+// the smaller of 8 GiB and half the host's RAM, so that one command cannot take the host
+// down, while compilers, `make -j` and installs fit. Enforced by a memory cgroup per command,
+// where the host has one. A scope's tmpfs pages count against the command that wrote them.
+inline constexpr std::uint64_t kDefaultMemoryCeiling = 8 * GiB;
+constexpr std::uint64_t default_memory_for(std::uint64_t host_ram) {
+  return host_ram / 2 < kDefaultMemoryCeiling ? host_ram / 2 : kDefaultMemoryCeiling;
+}
 inline constexpr std::uint64_t kMaxTempSize = 1024 * GiB;
 
 }  // namespace corral::limits

@@ -130,10 +130,10 @@ Status normalize(Policy& policy, const Credentials* peer) {
     if (std::string why = hides(b.target, policy); !why.empty())
       return Status::invalid("--bind target " + b.target + " is refused: " + why);
   const Caps& c = policy.caps;
-  if (c.memory_bytes && (*c.memory_bytes < cap_limits::kMinMemory || *c.memory_bytes > cap_limits::kMaxMemory))
-    return Status::invalid("--memory must be between 4M and 1024G");
-  if (c.pids && (*c.pids < 1 || *c.pids > cap_limits::kMaxPids))
-    return Status::invalid("--pids must be between 1 and 1000000");
+  if (c.limits_memory() && (*c.memory_bytes < cap_limits::kMinMemory || *c.memory_bytes > cap_limits::kMaxMemory))
+    return Status::invalid("--memory must be 0 (unlimited) or between 4M and 1024G");
+  if (c.limits_pids() && *c.pids > cap_limits::kMaxPids)
+    return Status::invalid("--pids must be 0 (unlimited) or between 1 and 1000000");
   if (c.cpus && (!(*c.cpus > 0) || *c.cpus > cap_limits::kMaxCpus))
     return Status::invalid("--cpus must be more than 0 and at most 1024");
   if (c.cpu_time && *c.cpu_time < cap_limits::kMinCpuTime)
@@ -182,7 +182,8 @@ void add_unique(std::vector<std::string>& to, const std::vector<std::string>& fr
 }
 
 // One cap: the request's, the scope's when the request has none, refused over a finite
-// scope cap under a ceiling.
+// scope cap under a ceiling. 0 is unlimited (memory and pids say it explicitly), so it is over
+// every finite cap.
 template <class T, class Show>
 Status narrow_cap(const char* option, const std::optional<T>& scope, const std::optional<T>& asked, bool bounded,
                   Show show, std::optional<T>& out) {
@@ -190,9 +191,10 @@ Status narrow_cap(const char* option, const std::optional<T>& scope, const std::
     out = scope;
     return {};
   }
-  if (bounded && scope && *asked > *scope)
-    return over_ceiling(std::string(option) + " " + show(*asked) + " is over the scope's " + option + " " +
-                        show(*scope));
+  const bool scope_finite = scope && *scope != T{};
+  if (bounded && scope_finite && (*asked == T{} || *asked > *scope))
+    return over_ceiling(std::string(option) + " " + (*asked == T{} ? std::string("0 (unlimited)") : show(*asked)) +
+                        " is over the scope's " + option + " " + show(*scope));
   out = asked;
   return {};
 }

@@ -40,13 +40,19 @@ struct AllowedSocket {
 };
 inline constexpr std::size_t kMaxAllowedSockets = 16;
 
+// Absent: not asked for (the scope's cap; else, for memory and pids, the supervisor's default
+// bound, docs/design.md "Bounds"). memory_bytes and pids may be 0: unlimited, said explicitly,
+// so that no default applies.
 struct Caps {
   std::optional<std::uint64_t> memory_bytes;       // whole tree (cgroup)
   std::optional<std::uint64_t> pids;               // whole tree (cgroup)
   std::optional<std::chrono::milliseconds> cpu_time;  // total CPU of the tree; past it: cpu_limit
   std::optional<double> cpus;                      // a rate: 0.5 = half a CPU (cgroup CFS quota)
   std::optional<std::uint64_t> max_file_size;      // RLIMIT_FSIZE, bytes
-  bool any_cgroup() const { return memory_bytes || pids || cpu_time || cpus; }
+  // A finite memory / pids cap was asked for (and must be enforced, or the launch refused).
+  bool limits_memory() const { return memory_bytes && *memory_bytes != 0; }
+  bool limits_pids() const { return pids && *pids != 0; }
+  bool any_cgroup() const { return limits_memory() || limits_pids() || cpu_time || cpus; }
 };
 
 // Bounds for caps: below the minimum nothing useful runs; above the maximum is a typo.

@@ -538,8 +538,8 @@ Status SandboxHost::check(const Policy& policy) const {
     needed.push_back(Layer::landlock);
     needed.push_back(Layer::host_ipc);
   }
-  if (policy.caps.memory_bytes) needed.push_back(Layer::cgroup_memory);
-  if (policy.caps.pids) needed.push_back(Layer::cgroup_pids);
+  if (policy.caps.limits_memory()) needed.push_back(Layer::cgroup_memory);
+  if (policy.caps.limits_pids()) needed.push_back(Layer::cgroup_pids);
   if (policy.caps.cpus) needed.push_back(Layer::cgroup_cpu);
   if (policy.caps.cpu_time) needed.push_back(Layer::cgroup_cpu_time);
   return require_layers(layers_, needed);
@@ -955,20 +955,32 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
 
   // Whole-tree accounting and caps.
   CgroupLimits limits;
-  limits.memory_bytes = policy.caps.memory_bytes;
-  limits.pids = policy.caps.pids;
+  if (policy.caps.limits_memory()) limits.memory_bytes = policy.caps.memory_bytes;
+  if (policy.caps.limits_pids()) limits.pids = policy.caps.pids;
   limits.cpus = policy.caps.cpus;
   const CgroupCapabilities& cg = impl_->cgroups->capabilities();
+  // The default memory bound, for a command that named no memory cap (0 is "unlimited").
+  const bool default_memory = !policy.caps.memory_bytes && options_.default_memory && cg.memory;
+  if (default_memory) limits.memory_bytes = options_.default_memory;
   // Only for caps: the PID namespace already ends the whole tree, and a cgroup per command
-  // costs a mkdir and rmdir in every hierarchy.
-  if (policy.caps.any_cgroup()) {
-    auto group = impl_->cgroups->create_group(name, limits);
-    if (!group.ok()) {
-      if (policy.caps.any_cgroup()) return group.status();  // asked for: refuse
-    } else {
-      out.cgroup = std::move(group).value();
+  // costs a mkdir and rmdir in every hierarchy. A cap asked for that cannot be set refuses the
+  // launch; the default bound alone does not (the result's `enforced` then lacks it).
+  std::vector<UniqueFd> join_fds;  // init moves itself into the v1 groups (Cgroup::open_self_join)
+  if (policy.caps.any_cgroup() || default_memory) {
+    auto group = impl_->cgroups->create_group(name, limits, policy.caps.any_cgroup());
+    if (group.ok()) {
+      auto fds = (*group)->open_self_join();
+      if (fds.ok() && fds->size() <= std::size(p.cgroup_join_fds)) {
+        join_fds = std::move(fds).value();
+        out.cgroup = std::move(group).value();
+      } else {
+        group = fds.ok() ? Status::error("cgroup", E2BIG, "more cgroup v1 groups than init can join") : fds.status();
+      }
     }
+    if (!group.ok() && policy.caps.any_cgroup()) return group.status();
   }
+  p.cgroup_join_count = join_fds.size();
+  for (std::size_t i = 0; i < join_fds.size(); ++i) p.cgroup_join_fds[i] = join_fds[i].get();
 
   // --- pipes, clone ---
   int sv[2];
@@ -1026,7 +1038,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     if (st.ok()) st = write_file(proc + "/uid_map", std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1");
     if (st.ok()) st = write_file(proc + "/gid_map", std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1");
   }
-  if (st.ok() && out.cgroup) st = out.cgroup->add(pid);
+  if (st.ok() && out.cgroup) st = out.cgroup->add_v2(pid);  // init joins the v1 groups itself
   if (st.ok() && !idmap_binds.empty()) {
     UniqueFd ns(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
     if (!ns) st = Status::from_errno("idmap", errno, proc + "/ns/user");
@@ -1079,8 +1091,8 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   if (broker) out.enforced.push_back(layer_name(Layer::host_ipc));
   if (temp_is_tmpfs) out.enforced.push_back(layer_name(Layer::temp_size));
   if (out.cgroup) {
-    if (policy.caps.memory_bytes) out.enforced.push_back(layer_name(Layer::cgroup_memory));
-    if (policy.caps.pids) out.enforced.push_back(layer_name(Layer::cgroup_pids));
+    if (limits.memory_bytes) out.enforced.push_back(layer_name(Layer::cgroup_memory));
+    if (limits.pids) out.enforced.push_back(layer_name(Layer::cgroup_pids));
     if (policy.caps.cpus) out.enforced.push_back(layer_name(Layer::cgroup_cpu));
     if (policy.caps.cpu_time) out.enforced.push_back(layer_name(Layer::cgroup_cpu_time));
     if (cg.kill) out.enforced.push_back(layer_name(Layer::cgroup_kill));

@@ -39,6 +39,9 @@ struct HostOptions {
   std::uint64_t temp_size = limits::kDefaultTempSize;
   // RLIMIT_NPROC of a command without a --pids cap (with one: the cap). 0: none.
   std::uint64_t default_pids = limits::kDefaultPids;
+  // Memory cgroup limit of a command without a --memory cap, where a memory cgroup exists (a
+  // default the host cannot enforce is reported as not enforced, never refused). 0: none.
+  std::uint64_t default_memory = 0;
   // temp_root is a directory the supervisor made for itself alone (serve does): only then is it
   // made a mount of its own for the tmpfs mounts (never /tmp itself).
   bool own_temp_root = false;

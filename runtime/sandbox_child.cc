@@ -72,6 +72,7 @@ const char* step_name(int step) {
     case Step::mount_run: return "mount-run";
     case Step::ready: return "ready";
     case Step::cgroup_ns: return "cgroup-ns";
+    case Step::cgroup_join: return "cgroup-join";
   }
   return child::step_name(static_cast<child::Step>(step));
 }
@@ -692,11 +693,12 @@ int init_main(void* arg) {
   {
     // Also the bind trees the parent cloned from its descriptors and the worker program's
     // descriptor (runtime/host_path.h: what was checked is what is used).
-    int keep[9 + 16 + kMaxBinds];
+    int keep[9 + 4 + 16 + kMaxBinds];
     std::size_t n = 0;
     for (int fd : {plan.sync_fd, plan.report_fd, plan.exec.error_fd, plan.landlock_fd, plan.release_fd, plan.death_fd,
                    plan.init_landlock_fd, plan.exec_fd})
       keep[n++] = fd;
+    for (std::size_t i = 0; i < plan.cgroup_join_count && i < 4; ++i) keep[n++] = plan.cgroup_join_fds[i];
     for (std::size_t i = 0; i < plan.exec.fd_count && i < 16; ++i) keep[n++] = plan.exec.fds[i].source;
     for (std::size_t i = 0; i < plan.bind_count; ++i)
       if (plan.binds[i].tree_fd >= 0) keep[n++] = plan.binds[i].tree_fd;
@@ -715,7 +717,13 @@ int init_main(void* arg) {
   int parent_fds[kMaxBinds];
   std::size_t parent_fd_count = 0;
   wait_for_parent(plan, parent_fds, parent_fd_count);
-  // The parent has placed us in our cgroup (if any): a cgroup namespace rooted here makes
+  // Into our cgroup v1 groups ("0": this thread, the only one); the parent has placed us in
+  // the v2 one, if any.
+  for (std::size_t i = 0; i < plan.cgroup_join_count && i < 4; ++i) {
+    if (::write(plan.cgroup_join_fds[i], "0", 1) != 1) fail(plan, Step::cgroup_join, errno);
+    ::close(plan.cgroup_join_fds[i]);
+  }
+  // We are in our cgroup (if any): a cgroup namespace rooted here makes
   // /proc/self/cgroup read "/" instead of the supervisor's and the host's cgroup paths.
   if (::unshare(CLONE_NEWCGROUP) < 0) fail(plan, Step::cgroup_ns, errno);
   // init is a copy of the supervisor, memory and environment included: nothing in the sandbox

@@ -547,6 +547,7 @@ void Connection::on_status(const proto::Message& msg) {
   proto::StatusInfo info;
   info.server_version = kServerVersion;
   info.layers = layer_infos();
+  info.defaults = ctx_.defaults;
   info.pid = static_cast<std::uint32_t>(::getpid());
   info.uptime_ms = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - ctx_.started).count());

@@ -14,6 +14,7 @@
 #include "supervisor/blocking_pool.h"
 #include "supervisor/scope.h"
 #include "supervisor/server.h"
+#include "worker_proto/messages.h"
 
 namespace corral::supervisor {
 
@@ -23,6 +24,7 @@ struct Context {
   ServerOptions options;
   std::unique_ptr<SandboxHost> host;  // the isolation layers this host enforces
   std::vector<LayerReport> layers;    // what hello and status report
+  std::vector<proto::BoundInfo> defaults;  // the default bounds status reports (server.cc)
   std::unique_ptr<ScopeRegistry> scopes;
   std::unique_ptr<BackgroundTable> background;
   std::map<std::string, std::shared_ptr<class Worker>> workers;  // by "scope/name"

@@ -72,8 +72,8 @@ StatusOr<Policy> request_policy(const proto::ExecRequest& req, const Policy& sco
       own.binds.push_back({proto::str(b->source()), proto::str(b->target()), b->writable()});
     }
   }
-  if (req.memory_bytes()) own.caps.memory_bytes = req.memory_bytes();
-  if (req.pids()) own.caps.pids = req.pids();
+  if (req.memory_bytes()) own.caps.memory_bytes = *req.memory_bytes();
+  if (req.pids()) own.caps.pids = *req.pids();
   if (req.cpu_time_ms()) own.caps.cpu_time = milliseconds(req.cpu_time_ms());
   if (req.cpus() != 0) own.caps.cpus = req.cpus();
   if (req.max_file_size()) own.caps.max_file_size = req.max_file_size();

@@ -44,8 +44,8 @@ void Connection::on_scope_create(const proto::Message& msg) {
   own.workspaces = strings(req.workspaces());
   own.deny_read = strings(req.deny_read());
   own.protect = strings(req.protect());
-  if (req.memory_bytes()) own.caps.memory_bytes = req.memory_bytes();
-  if (req.pids()) own.caps.pids = req.pids();
+  if (req.memory_bytes()) own.caps.memory_bytes = *req.memory_bytes();
+  if (req.pids()) own.caps.pids = *req.pids();
   if (req.cpu_time_ms()) own.caps.cpu_time = std::chrono::milliseconds(req.cpu_time_ms());
   if (req.cpus() != 0) own.caps.cpus = req.cpus();
   if (req.max_file_size()) own.caps.max_file_size = req.max_file_size();
@@ -112,8 +112,8 @@ void Connection::on_scope_list(const proto::Message& msg) {
     b.add_workers(static_cast<std::uint32_t>(s->worker_count));
     b.add_deny_read(deny);
     b.add_protect(protect);
-    b.add_memory_bytes(p.caps.memory_bytes.value_or(0));
-    b.add_pids(p.caps.pids.value_or(0));
+    if (p.caps.memory_bytes) b.add_memory_bytes(*p.caps.memory_bytes);
+    if (p.caps.pids) b.add_pids(*p.caps.pids);
     b.add_cpu_time_ms(p.caps.cpu_time ? static_cast<std::uint64_t>(p.caps.cpu_time->count()) : 0);
     b.add_cpus(p.caps.cpus.value_or(0));
     b.add_max_file_size(p.caps.max_file_size.value_or(0));

@@ -226,6 +226,45 @@ class Server {
 
 }  // namespace
 
+// What a command gets when it asks for no cap of a kind (docs/design.md "Bounds"), and whether
+// this host enforces it: status reports these. A default the host cannot enforce is reported,
+// never refused; a cap asked for explicitly is refused instead (SandboxHost::check).
+static std::vector<proto::BoundInfo> default_bounds(const ServerOptions& o, const SandboxHost& host) {
+  auto layer = [&host](Layer which) -> const LayerReport* {
+    for (const auto& l : host.layers())
+      if (l.layer == which) return &l;
+    return nullptr;
+  };
+  std::vector<proto::BoundInfo> out;
+  const std::uint64_t memory = host.options().default_memory;
+  const LayerReport* mem = layer(Layer::cgroup_memory);
+  if (memory == 0)
+    out.push_back({"memory", 0, false, "serve --default-memory 0: no memory bound without --memory"});
+  else if (mem && mem->available)
+    out.push_back({"memory", memory, true, "a memory cgroup per command (layer cgroup-memory); a scope's /tmp "
+                                           "tmpfs pages count against the command that wrote them"});
+  else
+    out.push_back({"memory", memory, false,
+                   "no memory cgroup on this host: " + (mem ? mem->reason : std::string("not probed"))});
+  if (o.default_pids == 0)
+    out.push_back({"pids", 0, false, "serve --default-pids 0: no process bound without --pids"});
+  else
+    out.push_back({"pids", o.default_pids, true, "RLIMIT_NPROC in the command's own user namespace"});
+  const LayerReport* tmp = layer(Layer::temp_size);
+  out.push_back({"temp-size", o.temp_size, tmp && tmp->available,
+                 tmp ? tmp->reason : std::string("layer temp-size not probed")});
+  out.push_back({"timeout", static_cast<std::uint64_t>(limits::kDefaultTimeout.count()), true,
+                 "the supervisor stops the command (SIGTERM, then SIGKILL after the grace period)"});
+  out.push_back({"max-output", limits::kDefaultMaxOutput, true,
+                 "stdout and stderr together; past it the command is killed (status output_limit)"});
+  return out;
+}
+
+std::uint64_t host_memory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
+}
+
 Status validate(const ServerOptions& o) {
   if (o.socket_path.empty()) return Status::invalid("no socket path");
   if (o.socket_path[0] != '/') return Status::invalid("socket path must be absolute: " + o.socket_path);
@@ -237,6 +276,10 @@ Status validate(const ServerOptions& o) {
     return Status::invalid("--hello-timeout must be between 100ms and 10m");
   if (o.default_pids > cap_limits::kMaxPids)
     return Status::invalid("--default-pids must be between 0 (none) and " + std::to_string(cap_limits::kMaxPids));
+  if (o.default_memory && *o.default_memory != 0 &&
+      (*o.default_memory < cap_limits::kMinMemory || *o.default_memory > cap_limits::kMaxMemory))
+    return Status::invalid("--default-memory must be 0 (none) or between " + format_size(cap_limits::kMinMemory) +
+                           " and " + format_size(cap_limits::kMaxMemory));
   if (o.temp_size != 0 && (o.temp_size < limits::MiB || o.temp_size > limits::kMaxTempSize))
     return Status::invalid("--temp-size must be 0 (unbounded host directories) or between 1M and " +
                            format_size(limits::kMaxTempSize));
@@ -321,6 +364,7 @@ Status serve(const ServerOptions& options_in) {
   host_options.temp_root = options.temp_root;
   host_options.temp_size = options.temp_size;
   host_options.default_pids = options.default_pids;
+  host_options.default_memory = options.default_memory.value_or(limits::default_memory_for(host_memory()));
   host_options.own_temp_root = true;  // `base`, made above
   // Each cgroup dir is in the record before it exists: a supervisor killed while it probes
   // leaves nothing its successor would not find.
@@ -334,6 +378,10 @@ Status serve(const ServerOptions& options_in) {
     ctx.layers.push_back(l);
     if (!l.available) spdlog::warn("layer {} is not available: {}", l.name, l.reason);
   }
+
+  ctx.defaults = default_bounds(options, *ctx.host);
+  for (const auto& d : ctx.defaults)
+    if (!d.enforced) spdlog::warn("default bound {} is not enforced: {}", d.name, d.how);
 
   ctx.scopes = std::make_unique<ScopeRegistry>(options.temp_root, ctx.host.get());
   ctx.background = std::make_unique<BackgroundTable>(io);

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,8 +28,10 @@ struct ServerOptions {
   unsigned max_in_flight = limits::kDefaultMaxInFlight;        // requests per connection
   std::uint64_t max_queued = limits::kDefaultMaxQueued;        // bytes queued per client
   std::uint64_t max_worker_queued = limits::kDefaultMaxWorkerQueued;  // bytes queued per worker
-  std::uint64_t temp_size = limits::kDefaultTempSize;
-  std::uint64_t default_pids = limits::kDefaultPids;  // RLIMIT_NPROC without --pids; 0: none  // each scope temp dir's tmpfs; 0: host dirs
+  std::uint64_t temp_size = limits::kDefaultTempSize;  // each scope temp dir's tmpfs; 0: host dirs
+  std::uint64_t default_pids = limits::kDefaultPids;  // RLIMIT_NPROC without --pids; 0: none
+  // Memory cgroup limit without --memory; 0: none. Unset: limits::default_memory_for(host RAM).
+  std::optional<std::uint64_t> default_memory;
   std::uint32_t max_frame = limits::kDefaultMaxFrame;          // bytes
   std::chrono::milliseconds max_timeout = limits::kMaxTimeout; // per request
   std::chrono::milliseconds authorization_deadline = limits::kAuthorizationDeadline;
@@ -46,6 +49,9 @@ struct ServerOptions {
 
 // Refuses absurd values with a message naming the flag and the limit.
 Status validate(const ServerOptions& options);
+
+// The host's physical memory, bytes (what --default-memory's default is half of).
+std::uint64_t host_memory();
 
 // Serves until SIGTERM/SIGINT. Returns a Status only for start-up failures (another
 // supervisor owns the socket, bad directory ownership, bind failure); a clean shutdown is ok.

@@ -164,8 +164,8 @@ void Connection::on_worker_start(const proto::Message& msg) {
   b.add_allow_sockets(sockets_off);  // resolved, checked and audited as an exec's
   if (req.mode()) b.add_mode(*req.mode());
   if (req.network()) b.add_network(*req.network());
-  b.add_memory_bytes(req.memory_bytes());
-  b.add_pids(req.pids());
+  if (req.memory_bytes()) b.add_memory_bytes(*req.memory_bytes());
+  if (req.pids()) b.add_pids(*req.pids());
   b.add_cpus(req.cpus());
   fbb.Finish(b.Finish());
   auto spec = prepare_spec(id, *flatbuffers::GetRoot<proto::ExecRequest>(fbb.GetBufferPointer()), *scope, "worker-");

@@ -768,6 +768,10 @@ TEST_CASE("11b. without --pids, a fork bomb ends at the supervisor's default bou
   CHECK(json_field(r.out, "stdout") == "fork ok\\n");
   Supervisor none({"--default-pids", "0"});
   CHECK(client({"status"}, none.socket()).out.find("no process bound without --pids") != std::string::npos);
+  // --pids 0 is unlimited, said explicitly: the default bound does not apply to it.
+  auto lifted = client({"exec", "--json", "--pids", "0", "--", kHelper, "fork-bomb", unique_marker("bomb")}, s.socket());
+  CAPTURE(lifted.out);
+  CHECK(json_field(lifted.out, "stdout") == "fork ok\\n");
   auto bad = client({"serve", "--socket", s.dir() + "/x.sock", "--default-pids", "2000000"}, "");
   CHECK(bad.exit_code != 0);
 }
@@ -786,6 +790,49 @@ TEST_CASE("12. past --memory 64M: memory_limit") {
   CHECK(json_field(r.out, "stdout").empty());
   CHECK(json_number(r.out, "memory_peak_kb") >= 60000);
   CHECK(r.out.find("\"cgroup-memory\"") != std::string::npos);
+}
+
+TEST_CASE("12b. without --memory, a command ends at the supervisor's default memory bound; --memory 0 lifts it") {
+  Supervisor s({"--default-memory", "64M"});
+  auto st = client({"status"}, s.socket());
+  CAPTURE(st.out);
+  // Enforced exactly where the host has a memory cgroup (root here; a non-root supervisor has none).
+  const bool cgroup = missing_layer(s.socket(), "cgroup-memory").empty();
+  CHECK(cgroup == (st.out.find("  memory     64M     yes  a memory cgroup per command") != std::string::npos));
+  if (!cgroup) {
+    // Not enforced is said, never refused: the same command runs, and its result lacks the layer.
+    MESSAGE("no memory cgroup for this supervisor: the default is reported not enforced");
+    CHECK(st.out.find("  memory     64M     no   no memory cgroup on this host") != std::string::npos);
+    auto r = client({"exec", "--json", "--", "true"}, s.socket());
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("\"cgroup-memory\"") == std::string::npos);
+    return;
+  }
+  auto r = client({"exec", "--json", "--timeout", "20s", "--", kHelper, "alloc", "200"}, s.socket());
+  CAPTURE(r.out);
+  CHECK(r.exit_code == 137);
+  CHECK(json_field(r.out, "status") == "memory_limit");
+  CHECK(r.out.find("\"cgroup-memory\"") != std::string::npos);
+  // 0 is unlimited, said explicitly: no default applies.
+  auto free = client({"exec", "--json", "--memory", "0", "--timeout", "20s", "--", kHelper, "alloc", "200"}, s.socket());
+  CAPTURE(free.out);
+  CHECK(free.exit_code == 0);
+  CHECK(json_field(free.out, "status") == "exited");
+  CHECK(free.out.find("\"cgroup-memory\"") == std::string::npos);
+  // A named scope's cap is a ceiling: 0 is over it, refused naming both sides.
+  auto scope = client({"scope", "create", "--memory", "100M"}, s.socket());
+  REQUIRE(scope.exit_code == 0);
+  const std::string id = scope.out.substr(0, scope.out.find('\n'));
+  auto over = client({"exec", "--scope", id, "--memory", "0", "--", "true"}, s.socket());
+  CHECK(over.exit_code == 125);
+  CHECK(over.err.find("--memory 0 (unlimited) is over the scope's --memory 100M") != std::string::npos);
+  // --default-memory 0: no bound, and status says so.
+  Supervisor none({"--default-memory", "0"});
+  CHECK(client({"status"}, none.socket()).out.find("serve --default-memory 0: no memory bound") != std::string::npos);
+  auto unbounded = client({"exec", "--json", "--timeout", "20s", "--", kHelper, "alloc", "200"}, none.socket());
+  CHECK(json_field(unbounded.out, "status") == "exited");
+  auto bad = client({"serve", "--socket", s.dir() + "/x.sock", "--default-memory", "1K"}, "");
+  CHECK(bad.exit_code != 0);
 }
 
 TEST_CASE("13. past --cpu-time 500ms: cpu_limit, long before the timeout") {

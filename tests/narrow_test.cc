@@ -172,3 +172,41 @@ TEST_CASE("caps: never above a finite scope cap; a request without one gets the 
   // A scope without caps bounds none.
   CHECK(narrow(Policy{}, Ceiling::bounded, overs[0].r).ok());
 }
+
+TEST_CASE("caps: 0 is unlimited, said explicitly: over every finite scope cap, kept where there is none") {
+  PolicyRequest zero;
+  zero.caps.memory_bytes = 0;
+  zero.caps.pids = 0;
+  Policy capped;
+  capped.caps.memory_bytes = 256ULL << 20;
+  auto over = narrow(capped, Ceiling::bounded, zero);
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.status().code() == StatusCode::refused);
+  CHECK(over.status().message() == "--memory 0 (unlimited) is over the scope's --memory 256M");
+  Policy pids_capped;
+  pids_capped.caps.pids = 64;
+  CHECK(narrow(pids_capped, Ceiling::bounded, zero).status().message() ==
+        "--pids 0 (unlimited) is over the scope's --pids 64");
+  // No ceiling (a connection's own scope): the request's 0 holds, so no default applies.
+  auto widened = narrow(capped, Ceiling::none, zero);
+  REQUIRE(widened.ok());
+  CHECK(widened->caps.memory_bytes == std::optional<std::uint64_t>(0));
+  CHECK_FALSE(widened->caps.limits_memory());
+  CHECK_FALSE(widened->caps.any_cgroup());
+  // A scope that is itself unlimited (0) bounds nothing, and passes its 0 on to a request that
+  // names no cap; a scope without the cap leaves it unset (the supervisor's default applies).
+  Policy open;
+  open.caps.memory_bytes = 0;
+  PolicyRequest big;
+  big.caps.memory_bytes = 1ULL << 40;
+  CHECK(narrow(open, Ceiling::bounded, big)->caps.memory_bytes == 1ULL << 40);
+  CHECK(narrow(open, Ceiling::bounded, {})->caps.memory_bytes == std::optional<std::uint64_t>(0));
+  CHECK_FALSE(narrow(Policy{}, Ceiling::bounded, {})->caps.memory_bytes.has_value());
+  // normalize() takes 0 and refuses what is neither 0 nor in range.
+  Policy p;
+  p.caps.memory_bytes = 0;
+  p.caps.pids = 0;
+  CHECK(normalize(p).ok());
+  p.caps.memory_bytes = 1024;
+  CHECK(normalize(p).message() == "--memory must be 0 (unlimited) or between 4M and 1024G");
+}

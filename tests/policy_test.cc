@@ -172,7 +172,7 @@ TEST_CASE("absurd isolation values are refused with exit 2 and the limit named")
            {"exec", "--mode", "everything", "--", "true"},
            {"exec", "--net", "maybe", "--", "true"},
            {"exec", "--memory", "1K", "--", "true"},
-           {"exec", "--pids", "0", "--", "true"},
+           {"exec", "--pids", "1000001", "--", "true"},
            {"exec", "--pids", "-3", "--", "true"},
            {"exec", "--cpus", "0", "--", "true"},
            {"exec", "--cpus", "5000", "--", "true"},

@@ -120,8 +120,8 @@ bool build_policy(const ExecOptions& o, proto::ExecArgs& a, std::string& error) 
       return error = "--bind needs SRC:DST[:ro|rw] with an absolute DST, got '" + b + "'", false;
     a.binds.push_back(arg);
   }
-  a.memory_bytes = o.memory.value_or(0);
-  a.pids = o.pids.value_or(0);
+  a.memory_bytes = o.memory;
+  a.pids = o.pids;
   a.cpu_time_ms = o.cpu_time_ms.value_or(0);
   a.cpus = o.cpus.value_or(0);
   a.max_file_size = o.max_file_size.value_or(0);

@@ -93,6 +93,13 @@ int main(int argc, char** argv) {
                     "(RLIMIT_NPROC in its own user namespace: holds without cgroups); 0 = none")
       ->type_name("N")->check(CLI::Range(std::uint64_t{0}, cap_limits::kMaxPids).description(""))
       ->capture_default_str();
+  std::optional<std::uint64_t> default_memory;
+  serve->add_option("--default-memory", default_memory,
+                    "memory of one command's whole tree when it asks for no --memory cap (a memory cgroup per "
+                    "command, where the host has one; status says whether it is enforced); 0 = none")
+      ->type_name("SIZE")->transform(size_in(0, cap_limits::kMaxMemory))
+      ->default_str("the smaller of 8G and half the RAM: " +
+                    format_size(limits::default_memory_for(supervisor::host_memory())));
   serve->add_option("--temp-size", temp_size,
                     "root supervisor: each scope's temp dir (its commands' /tmp) is a tmpfs of this size, "
                     "whose pages count as memory, against the writing command's --memory cap; 0 = plain "
@@ -161,10 +168,11 @@ int main(int argc, char** argv) {
                  "PATH of a host Unix socket the command may connect to in read-only and workspace-write modes, "
                  "where every other host socket is out of reach (no symlinks in PATH; audited)");
   add_repeatable(exec, "--bind", exec_opts.binds, "SRC:DST[:ro|rw] shows host path SRC at DST inside (default ro)");
-  exec->add_option("--memory", exec_opts.memory, "memory cap for the whole tree (4M to 1024G); past it: status memory_limit")
-      ->type_name("SIZE")->transform(size_in(cap_limits::kMinMemory, cap_limits::kMaxMemory));
-  exec->add_option("--pids", exec_opts.pids, "cap on processes and threads of the whole tree (1 to 1000000)")
-      ->type_name("N")->check(CLI::Range(std::uint64_t{1}, cap_limits::kMaxPids).description(""));
+  add_memory_cap(exec, exec_opts.memory,
+                 "memory cap for the whole tree, past it status memory_limit; default: the scope's, else serve "
+                 "--default-memory");
+  add_pids_cap(exec, exec_opts.pids,
+               "cap on processes and threads of the whole tree; default: the scope's, else serve --default-pids");
   exec->add_option("--cpu-time", exec_opts.cpu_time_ms,
                    "total CPU time of the whole tree (at least 10ms, e.g. 10s); past it: status cpu_limit")
       ->type_name("DURATION")->transform(duration_in(cap_limits::kMinCpuTime, milliseconds::max()));
@@ -259,10 +267,8 @@ int main(int argc, char** argv) {
                  "a workspace root; what runs in it may name only roots beneath these");
   add_repeatable(scope_create, "--deny-read", scope_opts.deny_read, "PATH masked in everything that runs in it");
   add_repeatable(scope_create, "--protect", scope_opts.protect, "PATH read-only in everything that runs in it");
-  scope_create->add_option("--memory", scope_opts.memory, "memory cap per command or worker; none may ask for more")
-      ->type_name("SIZE")->transform(size_in(cap_limits::kMinMemory, cap_limits::kMaxMemory));
-  scope_create->add_option("--pids", scope_opts.pids, "process cap per command or worker; none may ask for more")
-      ->check(CLI::Range(std::uint64_t{1}, cap_limits::kMaxPids));
+  add_memory_cap(scope_create, scope_opts.memory, "memory cap per command or worker; none may ask for more");
+  add_pids_cap(scope_create, scope_opts.pids, "process cap per command or worker; none may ask for more");
   scope_create->add_option("--cpu-time", scope_opts.cpu_time_ms, "CPU time cap per command; none may ask for more")
       ->type_name("DURATION")->transform(duration_in(cap_limits::kMinCpuTime, milliseconds::max()));
   scope_create->add_option("--cpus", scope_opts.cpus, "CPU rate cap per command or worker; none may ask for more")
@@ -313,10 +319,8 @@ int main(int argc, char** argv) {
   add_repeatable(w_start, "--workspace", w_opts.workspaces, "a workspace root");
   add_repeatable(w_start, "--allow-socket", w_opts.allow_sockets,
                  "PATH of a host Unix socket the worker may connect to, as for exec (audited)");
-  w_start->add_option("--memory", w_opts.memory, "memory cap for the worker's tree (4M to 1024G)")
-      ->type_name("SIZE")->transform(size_in(cap_limits::kMinMemory, cap_limits::kMaxMemory));
-  w_start->add_option("--pids", w_opts.pids, "cap on the worker's processes and threads (1 to 1000000)")
-      ->type_name("N")->check(CLI::Range(std::uint64_t{1}, cap_limits::kMaxPids).description(""));
+  add_memory_cap(w_start, w_opts.memory, "memory cap for the worker's tree; default as for exec");
+  add_pids_cap(w_start, w_opts.pids, "cap on the worker's processes and threads; default as for exec");
   w_start->add_option("--cpus", w_opts.cpus, "CPU rate for the worker, e.g. 0.5 (0.001 to 1024)")
       ->type_name("RATE")->check(CLI::Range(1e-3, cap_limits::kMaxCpus).description(""));
   w_start->add_option("--idle-timeout", w_opts.idle_timeout_ms, "stop it after this long without evaluations (default 10m)")
@@ -354,10 +358,8 @@ int main(int argc, char** argv) {
                  "a workspace root: writable in workspace-write mode; relative paths of the file tools start at the first");
   add_repeatable(mcp, "--deny-read", mcp_opts.deny_read, "PATH masked inside every command");
   add_repeatable(mcp, "--protect", mcp_opts.protect, "PATH kept read-only even inside a writable root");
-  mcp->add_option("--memory", mcp_opts.memory, "memory cap for each command's tree (4M to 1024G)")
-      ->type_name("SIZE")->transform(size_in(cap_limits::kMinMemory, cap_limits::kMaxMemory));
-  mcp->add_option("--pids", mcp_opts.pids, "cap on each command's processes and threads")
-      ->check(CLI::Range(std::uint64_t{1}, cap_limits::kMaxPids));
+  add_memory_cap(mcp, mcp_opts.memory, "memory cap for each command's tree; default as for exec");
+  add_pids_cap(mcp, mcp_opts.pids, "cap on each command's processes and threads; default as for exec");
   mcp->add_option("--cpu-time", mcp_opts.cpu_time_ms, "CPU time of each command's tree (e.g. 10m)")
       ->type_name("DURATION")->transform(duration_in(cap_limits::kMinCpuTime, milliseconds::max()));
   mcp->add_option("--cpus", mcp_opts.cpus, "CPU rate for each command, e.g. 0.5")->check(CLI::Range(1e-3, cap_limits::kMaxCpus));
@@ -390,6 +392,7 @@ int main(int argc, char** argv) {
     serve_opts.hello_timeout = milliseconds(hello_timeout_ms);
     serve_opts.max_worker_queued = max_worker_queued;
     serve_opts.temp_size = temp_size;
+    serve_opts.default_memory = default_memory;
     if (auto ids = cli::lookup_sandbox_user(sandbox_user); !ids.ok())
       return cli::complain(cli::kUsage, "--sandbox-uid: " + ids.status().message());
     else

@@ -239,8 +239,8 @@ bool Server::open_scope() {
   a.workspaces = o_.workspaces;
   a.deny_read = o_.deny_read;
   a.protect = o_.protect;
-  a.memory_bytes = o_.memory.value_or(0);
-  a.pids = o_.pids.value_or(0);
+  a.memory_bytes = o_.memory;
+  a.pids = o_.pids;
   a.cpu_time_ms = o_.cpu_time_ms.value_or(0);
   a.cpus = o_.cpus.value_or(0);
   proto::Received reply;
@@ -573,8 +573,8 @@ void Server::tool_exec(const json& id, const json& args, std::optional<json> tok
   a.workspaces = o_.workspaces;
   a.deny_read = o_.deny_read;
   a.protect = o_.protect;
-  a.memory_bytes = o_.memory.value_or(0);
-  a.pids = o_.pids.value_or(0);
+  a.memory_bytes = o_.memory;
+  a.pids = o_.pids;
   a.cpu_time_ms = o_.cpu_time_ms.value_or(0);
   a.cpus = o_.cpus.value_or(0);
   a.max_output_bytes = o_.max_output;
@@ -722,8 +722,8 @@ void Server::tool_python(const json& id, const json& args, std::optional<json> t
   w.mode = wire_mode(o_.mode);
   w.network = wire_network(o_.net);
   w.workspaces = o_.workspaces;
-  w.memory_bytes = o_.memory.value_or(0);
-  w.pids = o_.pids.value_or(0);
+  w.memory_bytes = o_.memory;
+  w.pids = o_.pids;
   w.cpus = o_.cpus.value_or(0);
   const std::uint64_t rid = next_id();
   Pending p;

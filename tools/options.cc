@@ -18,6 +18,28 @@ CLI::Validator size_in(std::uint64_t min, std::uint64_t max) {
       "");
 }
 
+CLI::Option* add_memory_cap(CLI::App* app, std::optional<std::uint64_t>& value, const std::string& help) {
+  const std::uint64_t min = cap_limits::kMinMemory, max = cap_limits::kMaxMemory;
+  return app->add_option("--memory", value, help + " (" + format_size(min) + " to " + format_size(max) + "; 0 = unlimited)")
+      ->type_name("SIZE")
+      ->transform(CLI::Validator(
+          [min, max](std::string& text) -> std::string {
+            auto v = parse_size(text);
+            if (!v.ok()) return v.status().message();
+            if (*v != 0 && *v < min) return "'" + text + "' is under the minimum " + format_size(min) + " (0 = unlimited)";
+            if (*v > max) return "'" + text + "' is over the maximum " + format_size(max);
+            text = std::to_string(*v);
+            return {};
+          },
+          ""));
+}
+
+CLI::Option* add_pids_cap(CLI::App* app, std::optional<std::uint64_t>& value, const std::string& help) {
+  return app->add_option("--pids", value, help + " (1 to " + std::to_string(cap_limits::kMaxPids) + "; 0 = unlimited)")
+      ->type_name("N")
+      ->check(CLI::Range(std::uint64_t{0}, cap_limits::kMaxPids).description(""));
+}
+
 CLI::Validator duration_in(std::chrono::milliseconds min, std::chrono::milliseconds max) {
   return CLI::Validator(
       [min, max](std::string& text) -> std::string {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,11 @@ CLI::Validator size_in(std::uint64_t min, std::uint64_t max);
 // A duration ("500ms", "2", "1.5s", "1m", "1h"; a bare number is seconds) between `min` and
 // `max`, rewritten to whole milliseconds for the option's integer.
 CLI::Validator duration_in(std::chrono::milliseconds min, std::chrono::milliseconds max);
+// --memory and --pids, the caps that have a default bound: 0 says "unlimited" explicitly (never
+// over a scope's cap); otherwise the value is in the caps' range. `help` says whose cap it is;
+// the option appends the range and what 0 means.
+CLI::Option* add_memory_cap(CLI::App* app, std::optional<std::uint64_t>& value, const std::string& help);
+CLI::Option* add_pids_cap(CLI::App* app, std::optional<std::uint64_t>& value, const std::string& help);
 // "read-only" | "workspace-write" | "danger-full-access", rewritten to corral::Mode's value.
 CLI::Validator mode_name();
 // "denied" | "allowed", rewritten to corral::Network's value.

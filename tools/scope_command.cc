@@ -16,8 +16,8 @@ int run_scope_create(const ScopeOptions& o) {
   for (const auto& w : o.workspaces) a.workspaces.push_back(absolute(w));
   for (const auto& d : o.deny_read) a.deny_read.push_back(absolute(d));
   for (const auto& p : o.protect) a.protect.push_back(absolute(p));
-  a.memory_bytes = o.memory.value_or(0);
-  a.pids = o.pids.value_or(0);
+  a.memory_bytes = o.memory;
+  a.pids = o.pids;
   a.cpu_time_ms = o.cpu_time_ms.value_or(0);
   a.cpus = o.cpus.value_or(0);
   a.max_file_size = o.max_file_size.value_or(0);
@@ -41,6 +41,8 @@ int run_scope_list(const ScopeOptions& o) {
   const proto::ScopeList* list = reply.msg->body_as_ScopeList();
   if (!list) return complain(kFailed, "unexpected reply to scope list");
   Json j = Json::array();
+  // A cap the scope does not set is null; 0 is "unlimited", said explicitly.
+  auto optional = [](flatbuffers::Optional<std::uint64_t> v) { return v ? Json(*v) : Json(nullptr); };
   if (list->scopes()) {
     for (const auto* s : *list->scopes()) {
       if (!o.json) {
@@ -69,8 +71,8 @@ int run_scope_list(const ScopeOptions& o) {
                    {"workspaces", std::move(workspaces)},
                    {"deny_read", strings(s->deny_read())},
                    {"protect", strings(s->protect())},
-                   {"memory_bytes", s->memory_bytes()},
-                   {"pids", s->pids()},
+                   {"memory_bytes", optional(s->memory_bytes())},
+                   {"pids", optional(s->pids())},
                    {"cpu_time_ms", s->cpu_time_ms()},
                    {"cpus", s->cpus()},
                    {"max_file_size", s->max_file_size()},

@@ -39,6 +39,14 @@ int run_status(const StatusOptions& o) {
   const proto::StatusReply* s = r.msg->body_as_StatusReply();
   if (!s) return complain(kFailed, "unexpected reply to a status request");
   auto layers = proto::read_layers(s->layers());
+  auto defaults = proto::read_bounds(s->defaults());
+  // A bound's value as its option takes it (0: none).
+  auto shown = [](const proto::BoundInfo& d) -> std::string {
+    if (d.value == 0) return "none";
+    if (d.name == "memory" || d.name == "temp-size" || d.name == "max-output") return format_size(d.value);
+    if (d.name == "timeout") return format_duration(std::chrono::milliseconds(d.value));
+    return std::to_string(d.value);
+  };
 
   if (o.json) {
     Json j = Json::object();
@@ -52,6 +60,10 @@ int run_status(const StatusOptions& o) {
     Json list = Json::array();
     for (const auto& l : layers) list.push_back({{"name", l.name}, {"available", l.available}, {"reason", l.reason}});
     j["layers"] = std::move(list);
+    Json bounds = Json::array();
+    for (const auto& d : defaults)
+      bounds.push_back({{"name", d.name}, {"value", d.value}, {"shown", shown(d)}, {"enforced", d.enforced}, {"how", d.how}});
+    j["defaults"] = std::move(bounds);
     j["policy_rules"] = Json::array();
     for (const char* rule : kPolicyRules) j["policy_rules"].push_back(rule);
     std::cout << json_text(j) << "\n";
@@ -64,6 +76,10 @@ int run_status(const StatusOptions& o) {
             << "layers (what this supervisor enforces on this host):\n";
   for (const auto& l : layers)
     std::cout << "  " << std::left << std::setw(17) << l.name << (l.available ? "yes  " : "no   ") << l.reason << "\n";
+  std::cout << "default bounds (a request without the cap gets these; 0 asks for none):\n";
+  for (const auto& d : defaults)
+    std::cout << "  " << std::left << std::setw(11) << d.name << std::setw(8) << shown(d)
+              << (d.enforced ? "yes  " : "no   ") << d.how << "\n";
   std::cout << "policy rules:\n";
   for (const char* rule : kPolicyRules) std::cout << "  - " << rule << "\n";
   return kOk;

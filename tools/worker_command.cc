@@ -37,8 +37,8 @@ int run_worker_start(const WorkerOptions& o) {
   args.network = wire_network(o.net);
   args.workspaces = std::move(workspaces);
   for (const auto& s : o.allow_sockets) args.allow_sockets.push_back(absolute(s));
-  args.memory_bytes = o.memory.value_or(0);
-  args.pids = o.pids.value_or(0);
+  args.memory_bytes = o.memory;
+  args.pids = o.pids;
   args.cpus = o.cpus.value_or(0);
   args.idle_timeout_ms = o.idle_timeout_ms.value_or(0);
   auto frame = proto::make_worker_start(1, args);

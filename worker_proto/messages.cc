@@ -80,8 +80,8 @@ Frame make_exec(std::uint64_t request_id, const ExecArgs& a) {
   b.add_deny_read(deny_read);
   b.add_protect(protect);
   if (!binds.empty()) b.add_binds(binds_v);
-  b.add_memory_bytes(a.memory_bytes);
-  b.add_pids(a.pids);
+  if (a.memory_bytes) b.add_memory_bytes(*a.memory_bytes);
+  if (a.pids) b.add_pids(*a.pids);
   b.add_cpu_time_ms(a.cpu_time_ms);
   b.add_cpus(a.cpus);
   b.add_max_file_size(a.max_file_size);
@@ -114,9 +114,13 @@ Frame make_status_reply(std::uint64_t request_id, const StatusInfo& info) {
   auto version = fbb.CreateString(info.server_version);
   auto layers = write_layers(fbb, info.layers);
   auto path = fbb.CreateString(info.socket_path);
+  std::vector<flatbuffers::Offset<Bound>> bounds;
+  for (const auto& d : info.defaults)
+    bounds.push_back(CreateBound(fbb, fbb.CreateString(d.name), d.value, d.enforced, fbb.CreateString(d.how)));
+  auto defaults = fbb.CreateVector(bounds);
   return finish(fbb, request_id,
                 CreateStatusReply(fbb, version, kProtocolVersion, layers, info.pid, info.uptime_ms,
-                                  info.connections, info.running_commands, path));
+                                  info.connections, info.running_commands, path, defaults));
 }
 
 Frame make_error(std::uint64_t request_id, ErrorCode code, std::string_view message) {
@@ -164,8 +168,8 @@ Frame make_worker_start(std::uint64_t request_id, const WorkerStartArgs& a) {
   b.add_workspaces(ws);
   if (a.mode) b.add_mode(*a.mode);
   if (a.network) b.add_network(*a.network);
-  b.add_memory_bytes(a.memory_bytes);
-  b.add_pids(a.pids);
+  if (a.memory_bytes) b.add_memory_bytes(*a.memory_bytes);
+  if (a.pids) b.add_pids(*a.pids);
   b.add_cpus(a.cpus);
   b.add_idle_timeout_ms(a.idle_timeout_ms);
   b.add_python(a.python);
@@ -201,8 +205,8 @@ Frame make_scope_create(std::uint64_t request_id, const ScopeArgs& a) {
   auto deny = a.deny_read.empty() ? 0 : fbb.CreateVectorOfStrings(a.deny_read);
   auto protect = a.protect.empty() ? 0 : fbb.CreateVectorOfStrings(a.protect);
   return finish(fbb, request_id,
-                CreateScopeCreate(fbb, parent, a.detach, opt(a.mode), opt(a.network), ws, deny, protect, a.memory_bytes,
-                                  a.pids, a.cpu_time_ms, a.cpus, a.max_file_size));
+                CreateScopeCreate(fbb, parent, a.detach, opt(a.mode), opt(a.network), ws, deny, protect, opt(a.memory_bytes),
+                                  opt(a.pids), a.cpu_time_ms, a.cpus, a.max_file_size));
 }
 
 Frame make_scope_close(std::uint64_t request_id, const std::string& id) {
@@ -232,6 +236,13 @@ std::vector<LayerInfo> read_layers(const flatbuffers::Vector<flatbuffers::Offset
   std::vector<LayerInfo> out;
   if (!v) return out;
   for (const Layer* l : *v) out.push_back({str(l->name()), l->available(), str(l->reason())});
+  return out;
+}
+
+std::vector<BoundInfo> read_bounds(const flatbuffers::Vector<flatbuffers::Offset<Bound>>* v) {
+  std::vector<BoundInfo> out;
+  if (!v) return out;
+  for (const Bound* b : *v) out.push_back({str(b->name()), b->value(), b->enforced(), str(b->how())});
   return out;
 }
 

@@ -42,7 +42,9 @@ struct ExecArgs {
     bool writable = false;
   };
   std::vector<BindArg> binds;
-  std::uint64_t memory_bytes = 0, pids = 0, cpu_time_ms = 0, max_file_size = 0;
+  // Absent: the scope's cap, else the supervisor's default; 0: unlimited, said explicitly.
+  std::optional<std::uint64_t> memory_bytes, pids;
+  std::uint64_t cpu_time_ms = 0, max_file_size = 0;  // 0: the scope's (or none)
   double cpus = 0;
   std::string scope;        // empty: the connection's scope (background: the uid's default)
   bool background = false;
@@ -67,7 +69,8 @@ struct ScopeArgs {
   std::optional<Mode> mode;        // absent: the parent's (top level: workspace_write)
   std::optional<Network> network;  // absent: the parent's (top level: denied)
   std::vector<std::string> workspaces, deny_read, protect;
-  std::uint64_t memory_bytes = 0, pids = 0, cpu_time_ms = 0, max_file_size = 0;  // 0: the parent's
+  std::optional<std::uint64_t> memory_bytes, pids;   // absent: the parent's; 0: unlimited
+  std::uint64_t cpu_time_ms = 0, max_file_size = 0;  // 0: the parent's
   double cpus = 0;
 };
 // Workers and channels.
@@ -78,7 +81,8 @@ struct WorkerStartArgs {
   std::optional<Mode> mode;       // absent: the scope's
   std::optional<Network> network;
   std::vector<std::string> workspaces;
-  std::uint64_t memory_bytes = 0, pids = 0, idle_timeout_ms = 0;
+  std::optional<std::uint64_t> memory_bytes, pids;  // absent: the scope's, else the default; 0: unlimited
+  std::uint64_t idle_timeout_ms = 0;
   double cpus = 0;
   std::vector<std::string> allow_sockets;  // host Unix sockets it may connect to (confining modes)
 };
@@ -112,9 +116,18 @@ Frame make_output(std::uint64_t request_id, Stream stream, std::string_view data
 Frame make_cancel(std::uint64_t request_id, bool force);
 Frame make_status_request(std::uint64_t request_id);
 // What `corral status` shows about a running supervisor.
+// One default bound as status reports it (StatusReply.defaults).
+struct BoundInfo {
+  std::string name;         // "memory", "pids", "temp-size", "timeout", "max-output"
+  std::uint64_t value = 0;  // bytes, count or ms; 0: none
+  bool enforced = false;
+  std::string how;          // how it is enforced, or why it is not
+};
+
 struct StatusInfo {
   std::string server_version;
   std::vector<LayerInfo> layers;
+  std::vector<BoundInfo> defaults;
   std::uint32_t pid = 0;
   std::uint64_t uptime_ms = 0;
   std::uint32_t connections = 0;
@@ -125,6 +138,7 @@ Frame make_status_reply(std::uint64_t request_id, const StatusInfo& info);
 Frame make_error(std::uint64_t request_id, ErrorCode code, std::string_view message);
 
 std::vector<LayerInfo> read_layers(const flatbuffers::Vector<flatbuffers::Offset<Layer>>* v);
+std::vector<BoundInfo> read_bounds(const flatbuffers::Vector<flatbuffers::Offset<Bound>>* v);
 inline std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
 }  // namespace corral::proto

@@ -60,6 +60,11 @@ struct DecodeOutcome {
 namespace detail {
 
 inline void mix(std::uint64_t& d, std::uint64_t v) { d = (d ^ v) * 0x100000001b3ull; }
+// An optional scalar (a cap where 0 says "unlimited"): absent mixes apart from every value.
+inline void mix(std::uint64_t& d, flatbuffers::Optional<std::uint64_t> v) {
+  mix(d, v.has_value());
+  mix(d, v.value_or(0));
+}
 // An enum field, optional or not; absent mixes as a value no enum has.
 template <class E>
 std::uint64_t opt(flatbuffers::Optional<E> v) { return v.has_value() ? static_cast<std::uint64_t>(*v) : 0x100; }
