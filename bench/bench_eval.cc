@@ -182,19 +182,19 @@ proto::Frame start_frame(std::uint64_t id, const std::string& name, const std::v
 bool evaluate(proto::Client& client, const std::string& name, const std::string& request, std::string& reply,
               std::string& error) {
   const std::uint64_t id = g_next_id++;
-  proto::Received r;
   proto::WorkerEvalArgs args;
   args.name = name;
   args.request = request;
-  if (!client.call(id, proto::make_worker_eval(id, args), r)) {
-    error = "eval: " + client.error();
+  auto r = client.call(id, proto::make_worker_eval(id, args));
+  if (!r) {
+    error = "eval: " + r.error().message;
     return false;
   }
-  if (const auto* e = r.msg->body_as_Error()) {
+  if (const auto* e = r->msg->body_as_Error()) {
     error = std::string("eval: ") + proto::EnumNameErrorCode(e->code()) + ": " + proto::str(e->message());
     return false;
   }
-  const auto* result = r.msg->body_as_WorkerEvalResult();
+  const auto* result = r->msg->body_as_WorkerEvalResult();
   if (!result) {
     error = "eval: unexpected reply";
     return false;
@@ -218,11 +218,11 @@ bool ensure_worker(benchmark::State& state, Supervisor& s, const std::string& na
   if (!w.tried) {
     w.tried = true;
     const std::uint64_t id = g_next_id++;
-    proto::Received r;
     auto t0 = Clock::now();
-    if (!s.client().call(id, start_frame(id, name, argv, python), r)) {
-      w.error = "worker start: " + s.client().error();
-    } else if (const auto* e = r.msg->body_as_Error()) {
+    auto r = s.client().call(id, start_frame(id, name, argv, python));
+    if (!r) {
+      w.error = "worker start: " + r.error().message;
+    } else if (const auto* e = r->msg->body_as_Error()) {
       w.error = "worker start: " + proto::str(e->message());
     } else {
       w.start_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
@@ -260,11 +260,11 @@ void BM_StatusRoundTrip(benchmark::State& state) {
   for (auto _ : state) {
     const auto t0 = Clock::now();
     const std::uint64_t id = g_next_id++;
-    proto::Received reply;
-    const bool ok = s->client().call(id, proto::make_status_request(id), reply);
+    auto reply = s->client().call(id, proto::make_status_request(id));
     lat.add(Clock::now() - t0);
-    if (!ok || reply.msg->body_type() != Body::StatusReply) {
-      state.SkipWithError(("status failed: " + s->client().error()).c_str());
+    if (!reply || reply->msg->body_type() != Body::StatusReply) {
+      const std::string why = reply ? "unexpected reply" : reply.error().message;
+      state.SkipWithError(("status failed: " + why).c_str());
       break;
     }
   }

@@ -4,7 +4,7 @@
 //   BM_Bwrap            posix_spawn + waitpid of `bwrap --unshare-all --die-with-parent
 //                       --ro-bind / / --dev /dev --proc /proc /bin/true`: the usual tool's price
 //                       for comparable isolation (all namespaces, network included).
-//   BM_ExecEndToEnd     Client::exec(id, {argv = {"/bin/true"}}) to its final reply, default
+//   BM_ExecEndToEnd     Client::exec(id, {argv = {"/bin/true"}}, {}) to its final reply, default
 //                       policy (workspace_write, network denied, every layer on), over one
 //                       connection to `corral serve --socket DIR/b.sock`, started once as our child.
 // The others split the difference (they are not the headline ratios):
@@ -138,13 +138,13 @@ void BM_StatusRoundTrip(benchmark::State& state) {
   for (auto _ : state) {
     const auto t0 = Clock::now();
     const std::uint64_t id = g_next_id++;
-    proto::Received reply;
-    bool ok = client.send(proto::make_status_request(id));
-    while (ok && (ok = client.receive(reply)) && reply.msg->request_id() != id) {
-    }
+    auto sent = client.send(proto::make_status_request(id));
+    auto reply = sent ? client.receive() : proto::Result<proto::Received>(sent.error());
+    while (reply && reply->msg->request_id() != id) reply = client.receive();
     lat.add(Clock::now() - t0);
-    if (!ok || reply.msg->body_type() != proto::Body::StatusReply) {
-      state.SkipWithError(("status failed: " + client.error()).c_str());
+    if (!reply || reply->msg->body_type() != proto::Body::StatusReply) {
+      const std::string why = reply ? "unexpected reply" : reply.error().message;
+      state.SkipWithError(("status failed: " + why).c_str());
       break;
     }
   }
@@ -158,13 +158,13 @@ void exec_loop(benchmark::State& state, const proto::ExecArgs& args) {
   Latencies lat(state);
   for (auto _ : state) {
     const auto t0 = Clock::now();
-    proto::ExecReply reply;
-    const bool ok = client.exec(g_next_id++, args, {}, reply);
+    auto replied = client.exec(g_next_id++, args, {});
     lat.add(Clock::now() - t0);
-    if (!ok) {
-      state.SkipWithError(("exec failed: " + client.error()).c_str());
+    if (!replied) {
+      state.SkipWithError(("exec failed: " + replied.error().message).c_str());
       break;
     }
+    const proto::ExecReply& reply = *replied;
     const proto::ExecResult* r = reply.result();
     if (!r || r->status() != proto::ExitStatus::exited || r->exit_code() != 0) {
       state.SkipWithError(reply.error() ? proto::str(reply.error()->message()).c_str()

@@ -29,11 +29,11 @@ void time_status(benchmark::State& state, Supervisor& s) {
   for (auto _ : state) {
     const auto t0 = Clock::now();
     const std::uint64_t id = g_next_id++;
-    proto::Received reply;
-    const bool ok = s.client().call(id, proto::make_status_request(id), reply);
+    auto reply = s.client().call(id, proto::make_status_request(id));
     lat.add(Clock::now() - t0);
-    if (!ok || reply.msg->body_type() != Body::StatusReply) {
-      state.SkipWithError(("status failed: " + s.client().error()).c_str());
+    if (!reply || reply->msg->body_type() != Body::StatusReply) {
+      const std::string why = reply ? "unexpected reply" : reply.error().message;
+      state.SkipWithError(("status failed: " + why).c_str());
       break;
     }
   }
@@ -52,8 +52,7 @@ class Load {
   Load(const std::string& socket, int clients) {
     for (int i = 0; i < clients; ++i)
       threads_.emplace_back([this, socket] {
-        std::string error;
-        auto c = proto::Client::connect(socket, error, "bench_status-load");
+        auto c = proto::Client::connect(socket, "bench_status-load");
         if (!c) {
           failed_ = true;
           return;
@@ -61,8 +60,8 @@ class Load {
         proto::ExecArgs a;
         a.argv = {"/bin/true"};
         for (std::uint64_t id = 1; !stop_; ++id) {
-          proto::ExecReply r;
-          if (!c->exec(id, a, nullptr, r) || !r.result()) {
+          auto r = (*c)->exec(id, a, nullptr);
+          if (!r || !r->result()) {
             failed_ = true;
             return;
           }

@@ -76,7 +76,13 @@ class Supervisor {
     }
     // Ready when the socket accepts a connection and answers the hello.
     const auto deadline = Clock::now() + std::chrono::seconds(10);
-    while (!(s->client_ = proto::Client::connect(s->socket_, error, client_name))) {
+    for (;;) {
+      auto c = proto::Client::connect(s->socket_, client_name);
+      if (c) {
+        s->client_ = std::move(*c);
+        break;
+      }
+      error = c.error().message;
       int status = 0;
       if (::waitpid(s->pid_, &status, WNOHANG) == s->pid_) {
         s->pid_ = -1;

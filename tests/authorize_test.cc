@@ -55,15 +55,14 @@ TEST_CASE("a grant launches at most once; a late answer is refused") {
   auto c = s.connect();
   REQUIRE(c);
   REQUIRE(c->send(proto::make_exec(5, marker_args(d, marker))));
-  proto::Received r;
-  REQUIRE(c->receive(r, 10000));
+  proto::Received r = must(c->receive(10000));
   REQUIRE(r.msg->body_as_AuthorizationRequest());
   auto grant = [] { return proto::make_authorization(5, true); };
   REQUIRE(c->send(grant()));
   REQUIRE(c->send(grant()));  // the second grant changes nothing
   bool result = false, refused = false;
   while (!(result && refused)) {
-    REQUIRE(c->receive(r, 10000));
+    r = must(c->receive(10000));
     if (r.msg->body_as_ExecResult()) {
       CHECK(*r.msg->body_as_ExecResult()->launched());
       result = true;
@@ -87,11 +86,10 @@ TEST_CASE("the authorization deadline and the client's disconnect mean not launc
     proto::ExecReply reply;
     // No authorizer: the client never answers (exec() denies only when asked with one).
     REQUIRE(c->send(proto::make_exec(1, marker_args(d, marker))));
-    proto::Received r;
-    REQUIRE(c->receive(r, 10000));
+    proto::Received r = must(c->receive(10000));
     REQUIRE(r.msg->body_as_AuthorizationRequest());
     CHECK(r.msg->body_as_AuthorizationRequest()->deadline_ms() == 300);
-    REQUIRE(c->receive(r, 10000));  // the deadline passes
+    r = must(c->receive(10000));  // the deadline passes
     const auto* res = r.msg->body_as_ExecResult();
     REQUIRE(res);
     CHECK_FALSE(*res->launched());
@@ -101,8 +99,7 @@ TEST_CASE("the authorization deadline and the client's disconnect mean not launc
     auto c = s.connect();
     REQUIRE(c);
     REQUIRE(c->send(proto::make_exec(1, marker_args(d, marker))));
-    proto::Received r;
-    REQUIRE(c->receive(r, 10000));
+    proto::Received r = must(c->receive(10000));
     REQUIRE(r.msg->body_as_AuthorizationRequest());
   }  // gone before answering
   std::this_thread::sleep_for(500ms);

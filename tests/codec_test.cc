@@ -149,23 +149,25 @@ TEST_CASE("the splitter yields frames as they complete, byte by byte") {
 }
 
 TEST_CASE("JSON: a request written as JSON becomes the same message, and back") {
-  std::string error;
-  auto codec = JsonCodec::create(true, error);
-  REQUIRE_MESSAGE(codec, error);
-  Frame f;
-  REQUIRE_MESSAGE(codec->to_frame(R"({request_id: 3, body_type: "ExecRequest", body: {argv: ["echo", "hi"], timeout_ms: 500}})", f, error), error);
+  auto created = JsonCodec::create(true);
+  REQUIRE_MESSAGE(created, (created ? "" : created.error().message));
+  JsonCodec& codec = **created;
+  auto f = codec.to_frame(R"({request_id: 3, body_type: "ExecRequest", body: {argv: ["echo", "hi"], timeout_ms: 500}})");
+  REQUIRE_MESSAGE(f, (f ? "" : f.error().message));
   DecodeError err;
-  const Message* m = verify_payload(payload_of(f), kDefaultMaxFrame, err);
+  const Message* m = verify_payload(payload_of(*f), kDefaultMaxFrame, err);
   REQUIRE(m);
   CHECK(m->request_id() == 3);
   CHECK(m->body_as_ExecRequest()->argv()->Get(0)->str() == "echo");
   CHECK(m->body_as_ExecRequest()->timeout_ms() == 500);
 
-  std::string json;
-  REQUIRE(codec->to_json(payload_of(make_error(4, ErrorCode::invalid_request, "no")), json, error));
-  CHECK(json.find("\"body_type\": \"Error\"") != std::string::npos);
-  CHECK(json.find("\"code\": \"invalid_request\"") != std::string::npos);
+  auto json = codec.to_json(payload_of(make_error(4, ErrorCode::invalid_request, "no")));
+  REQUIRE(json);
+  CHECK(json->find("\"body_type\": \"Error\"") != std::string::npos);
+  CHECK(json->find("\"code\": \"invalid_request\"") != std::string::npos);
 
-  CHECK_FALSE(codec->to_frame("{request_id: 1, body_type: \"Nope\"}", f, error));
-  CHECK(!error.empty());
+  auto bad = codec.to_frame("{request_id: 1, body_type: \"Nope\"}");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().kind == Failure::Kind::invalid);
+  CHECK(!bad.error().message.empty());
 }

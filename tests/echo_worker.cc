@@ -55,19 +55,18 @@ void write_raw(std::uint64_t id, corral::proto::Body type, std::uint64_t call_id
 // start_host_call() N times with `size` bytes each, then waits for every reply in order.
 std::string many_calls(WorkerConnection& conn, long n, std::size_t size) {
   std::vector<std::uint64_t> ids;
-  std::string error;
   for (long i = 1; i <= n; ++i) {
     std::string data = "call-" + std::to_string(i);
     if (size > data.size()) data.resize(size, 'c');
-    std::uint64_t id = conn.start_host_call(data, error);
-    if (id == 0) return "host-error:" + error;
-    ids.push_back(id);
+    auto id = conn.start_host_call(data);
+    if (!id) return "host-error:" + id.error().message;
+    ids.push_back(*id);
   }
   std::string all;
   for (std::uint64_t id : ids) {
-    std::string reply;
-    if (!conn.wait_host_call(id, reply, error)) return "host-error:" + error;
-    all += reply;
+    auto reply = conn.wait_host_call(id);
+    if (!reply) return "host-error:" + reply.error().message;
+    all += *reply;
   }
   return all;
 }
@@ -77,9 +76,9 @@ std::string handle(std::string_view request, WorkerConnection& conn) {
   auto after = [&](std::string_view prefix) { return std::string(request.substr(prefix.size())); };
   if (request == "count") return std::to_string(++counter);
   if (request.starts_with("host:")) {
-    std::string reply, error;
-    if (!conn.host_call(after("host:"), reply, error)) return "host-error:" + error;
-    return "host-reply:" + reply;
+    auto reply = conn.host_call(after("host:"));
+    if (!reply) return "host-error:" + reply.error().message;
+    return "host-reply:" + *reply;
   }
   if (request.starts_with("hostcalls:")) return many_calls(conn, std::atol(after("hostcalls:").c_str()), 0);
   if (request.starts_with("bigcalls:")) {
@@ -120,14 +119,13 @@ std::string handle(std::string_view request, WorkerConnection& conn) {
 
 int main() {
   if (const char* fd = std::getenv("CORRAL_WORKER_FD")) g_channel = std::atoi(fd);
-  std::string error;
-  auto conn = WorkerConnection::from_env(error);
+  auto conn = WorkerConnection::from_env();
   if (!conn) {
-    std::fprintf(stderr, "corral_echo_worker: %s\n", error.c_str());
+    std::fprintf(stderr, "corral_echo_worker: %s\n", conn.error().message.c_str());
     return 2;
   }
-  if (!conn->serve(handle, error)) {
-    std::fprintf(stderr, "corral_echo_worker: %s\n", error.c_str());
+  if (auto served = (*conn)->serve(handle); !served) {
+    std::fprintf(stderr, "corral_echo_worker: %s\n", served.error().message.c_str());
     return 1;
   }
   return 0;

@@ -214,10 +214,7 @@ class ServerAt {
     for (auto& a : serve_flags(std::move(extra_args))) argv.push_back(std::move(a));
     pid_ = spawn_as(supervisor_as(), argv, "", dir_ + "/serve.out", dir_ + "/serve.log", extra_env);
     REQUIRE(wait_until(
-        [&] {
-          std::string err;
-          return proto::Client::connect_raw(socket_, err) != nullptr || !running(pid_);
-        },
+        [&] { return proto::Client::connect_raw(socket_).ok() || !running(pid_); },
         20s));
     REQUIRE_MESSAGE(running(pid_), log());
   }
@@ -1695,7 +1692,7 @@ struct NobodyServer {
     const std::string log = dir.path() + "/serve.log";
     pid = spawn_as(Identity{65534, 65534, {4242}}, argv, "", log, log, {}, bind_subgid);
     REQUIRE(pid > 0);
-    REQUIRE(wait_until([&] { std::string e; return proto::Client::connect_raw(socket, e) != nullptr || !running(pid); }, 20s));
+    REQUIRE(wait_until([&] { return proto::Client::connect_raw(socket).ok() || !running(pid); }, 20s));
     REQUIRE(running(pid));
   }
   ~NobodyServer() {
@@ -1849,10 +1846,7 @@ TEST_CASE("28. a supervisor whose socket is directly in /tmp leaves its commands
   const pid_t server = spawn_as(supervisor_as(), serve_argv({"--socket", sock, "--temp-root", logs.path()}), "",
                                 logs.path() + "/serve.out", logs.path() + "/serve.log");
   REQUIRE(wait_until(
-      [&] {
-        std::string err;
-        return proto::Client::connect_raw(sock, err) != nullptr || !running(server);
-      },
+      [&] { return proto::Client::connect_raw(sock).ok() || !running(server); },
       20s));
   if (nonroot()) {
     // A non-root supervisor's socket directory must be its own: /tmp (root's) is refused.

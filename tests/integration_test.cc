@@ -28,10 +28,10 @@ proto::ExecArgs helper_args(std::vector<std::string> args) {
 }
 
 // Receives frames until one for `id` that is final (not an OutputChunk).
-bool final_for(proto::Client& c, std::uint64_t id, proto::Received& out, int timeout_ms = 30000) {
+proto::Result<proto::Received> final_for(proto::Client& c, std::uint64_t id, int timeout_ms = 30000) {
   for (;;) {
-    if (!c.receive(out, timeout_ms)) return false;
-    if (out.msg->request_id() == id && out.msg->body_type() != Body::OutputChunk) return true;
+    auto r = c.receive(timeout_ms);
+    if (!r || (r->msg->request_id() == id && r->msg->body_type() != Body::OutputChunk)) return r;
   }
 }
 
@@ -196,16 +196,16 @@ TEST_CASE("many requests in flight on one connection, each with exactly one fina
   REQUIRE(c->send(proto::make_status_request(14)));
   std::map<std::uint64_t, int> finals;
   while (finals.size() < 4) {
-    proto::Received r;
-    REQUIRE(c->receive(r, 30000));
+    proto::Received r = must(c->receive(30000));
     REQUIRE(r.msg->body_type() != Body::Error);
     finals[r.msg->request_id()]++;
     if (auto* e = r.msg->body_as_ExecResult()) CHECK(e->status() == proto::ExitStatus::exited);
   }
   CHECK(finals == std::map<std::uint64_t, int>{{11, 1}, {12, 1}, {13, 1}, {14, 1}});
-  // Nothing more arrives.
-  proto::Received extra;
-  CHECK_FALSE(c->receive(extra, 300));
+  // Nothing more arrives, and the connection stays open.
+  auto extra = c->receive(300);
+  REQUIRE_FALSE(extra);
+  CHECK(extra.error().kind == proto::Failure::Kind::timeout);
 }
 
 TEST_CASE("pipelined file requests run off the loop, in order: each read sees the write before it") {
@@ -228,8 +228,7 @@ TEST_CASE("pipelined file requests run off the loop, in order: each read sees th
   std::map<std::uint64_t, std::string> reads;
   int writes = 0, statuses = 0;
   while (reads.size() + writes + statuses < 2 * kRounds + 1) {
-    proto::Received got;
-    REQUIRE(c->receive(got, 30000));
+    proto::Received got = must(c->receive(30000));
     const std::uint64_t id = got.msg->request_id();
     CAPTURE(id);
     REQUIRE(got.msg->body_type() != Body::Error);
@@ -249,12 +248,11 @@ TEST_CASE("a reused in-flight id is refused; the first request is unaffected") {
   REQUIRE(c);
   REQUIRE(c->send(proto::make_exec(7, helper_args({"sleep", "0.5"}))));
   REQUIRE(c->send(proto::make_exec(7, helper_args({"exit", "3"}))));
-  proto::Received r;
-  REQUIRE(c->receive(r, 30000));
+  proto::Received r = must(c->receive(30000));
   REQUIRE(r.msg->body_type() == Body::Error);
   CHECK(r.msg->request_id() == 7);
   CHECK(r.msg->body_as_Error()->code() == ErrorCode::duplicate_request_id);
-  REQUIRE(final_for(*c, 7, r));
+  r = must(final_for(*c, 7));
   REQUIRE(r.msg->body_type() == Body::ExecResult);
   CHECK(r.msg->body_as_ExecResult()->status() == proto::ExitStatus::exited);
   CHECK(*r.msg->body_as_ExecResult()->exit_code() == 0);
@@ -266,8 +264,7 @@ TEST_CASE("cancel: terminate now, stop gracefully, unknown ids refused") {
   REQUIRE(c);
   REQUIRE(c->send(proto::make_exec(1, helper_args({"sleep", "30"}))));
   REQUIRE(c->send(proto::make_cancel(1, /*force=*/true)));
-  proto::Received r;
-  REQUIRE(final_for(*c, 1, r, 10000));
+  proto::Received r = must(final_for(*c, 1, 10000));
   auto* res = r.msg->body_as_ExecResult();
   REQUIRE(res);
   CHECK(res->status() == proto::ExitStatus::cancelled);
@@ -278,7 +275,7 @@ TEST_CASE("cancel: terminate now, stop gracefully, unknown ids refused") {
   REQUIRE(c->send(proto::make_exec(2, a)));
   std::this_thread::sleep_for(100ms);
   REQUIRE(c->send(proto::make_cancel(2, /*force=*/false)));
-  REQUIRE(final_for(*c, 2, r, 10000));
+  r = must(final_for(*c, 2, 10000));
   res = r.msg->body_as_ExecResult();
   REQUIRE(res);
   CHECK(res->status() == proto::ExitStatus::cancelled);
@@ -286,7 +283,7 @@ TEST_CASE("cancel: terminate now, stop gracefully, unknown ids refused") {
   CHECK(res->wall_ms() >= 250);
 
   REQUIRE(c->send(proto::make_cancel(99, true)));
-  REQUIRE(c->receive(r, 10000));
+  r = must(c->receive(10000));
   CHECK(r.msg->request_id() == 99);
   REQUIRE(r.msg->body_type() == Body::Error);
   CHECK(r.msg->body_as_Error()->code() == ErrorCode::unknown_request_id);
@@ -294,12 +291,9 @@ TEST_CASE("cancel: terminate now, stop gracefully, unknown ids refused") {
 
 TEST_CASE("requests before the hello are refused") {
   Server s;
-  std::string err;
-  auto c = proto::Client::connect_raw(s.socket(), err);
-  REQUIRE(c);
+  auto c = must(proto::Client::connect_raw(s.socket()));
   REQUIRE(c->send(proto::make_status_request(5)));
-  proto::Received r;
-  REQUIRE(c->receive(r, 10000));
+  proto::Received r = must(c->receive(10000));
   REQUIRE(r.msg->body_type() == Body::Error);
   CHECK(r.msg->body_as_Error()->code() == ErrorCode::hello_required);
   CHECK(r.msg->request_id() == 5);
@@ -313,22 +307,20 @@ TEST_CASE("a malformed frame gets an error frame; that connection and others kee
   REQUIRE(other);
   std::vector<std::uint8_t> garbage = {16, 0, 0, 0, 1, 2, 3, 4, 'C', 'R', 'L', '1', 9, 9, 9, 9, 9, 9, 9, 9};
   REQUIRE(c->send_bytes(garbage.data(), garbage.size()));
-  proto::Received r;
-  REQUIRE(c->receive(r, 10000));
+  proto::Received r = must(c->receive(10000));
   REQUIRE(r.msg->body_type() == Body::Error);
   CHECK(r.msg->body_as_Error()->code() == ErrorCode::malformed);
   CHECK(r.msg->request_id() == 0);
 
   // A well-formed message the client must not send.
   REQUIRE(c->send(proto::make_error(3, ErrorCode::internal, "hi")));
-  REQUIRE(c->receive(r, 10000));
+  r = must(c->receive(10000));
   CHECK(r.msg->body_as_Error()->code() == ErrorCode::malformed);
 
-  proto::ExecReply reply;
-  REQUIRE(c->exec(2, helper_args({"exit", "0"}), nullptr, reply));
+  proto::ExecReply reply = must(c->exec(2, helper_args({"exit", "0"}), nullptr));
   REQUIRE(reply.result());
   CHECK(reply.result()->status() == proto::ExitStatus::exited);
-  REQUIRE(other->exec(3, helper_args({"exit", "0"}), nullptr, reply));
+  reply = must(other->exec(3, helper_args({"exit", "0"}), nullptr));
   CHECK(reply.result()->status() == proto::ExitStatus::exited);
 }
 
@@ -339,13 +331,13 @@ TEST_CASE("an oversized length prefix is refused at once and the connection clos
   REQUIRE(c);
   std::uint8_t header[4] = {0xff, 0xff, 0xff, 0x7f};  // ~2 GiB announced, nothing sent
   REQUIRE(c->send_bytes(header, 4));
-  proto::Received r;
-  REQUIRE(c->receive(r, 5000));
+  proto::Received r = must(c->receive(5000));
   REQUIRE(r.msg->body_type() == Body::Error);
   CHECK(r.msg->body_as_Error()->code() == ErrorCode::frame_too_large);
-  CHECK_FALSE(c->receive(r, 5000));  // closed
-  proto::ExecReply reply;
-  REQUIRE(other->exec(1, helper_args({"exit", "0"}), nullptr, reply));
+  auto after = c->receive(5000);
+  REQUIRE_FALSE(after);
+  CHECK(after.error().kind == proto::Failure::Kind::closed);
+  proto::ExecReply reply = must(other->exec(1, helper_args({"exit", "0"}), nullptr));
   CHECK(reply.result()->status() == proto::ExitStatus::exited);
   CHECK(rss_kb(s.pid()) < 200 * 1024);  // nothing of that size was allocated
 }
@@ -356,29 +348,28 @@ TEST_CASE("invalid requests are refused with a message naming the limit") {
   REQUIRE(c);
   auto a = helper_args({"exit", "0"});
   a.timeout_ms = 120'000;
-  proto::ExecReply reply;
-  REQUIRE(c->exec(1, a, nullptr, reply));
+  proto::ExecReply reply = must(c->exec(1, a, nullptr));
   REQUIRE(reply.error());
   CHECK(reply.error()->code() == ErrorCode::invalid_request);
   CHECK(proto::str(reply.error()->message()).find("1m") != std::string::npos);
 
   a = helper_args({"exit", "0"});
   a.max_output_bytes = 65 << 20;
-  REQUIRE(c->exec(2, a, nullptr, reply));
+  reply = must(c->exec(2, a, nullptr));
   REQUIRE(reply.error());
   CHECK(proto::str(reply.error()->message()).find("64M") != std::string::npos);
 
   a = {};
-  REQUIRE(c->exec(3, a, nullptr, reply));
+  reply = must(c->exec(3, a, nullptr));
   REQUIRE(reply.error());
   CHECK(reply.error()->code() == ErrorCode::invalid_request);
 
   a = helper_args({"exit", "0"});
   a.cwd = "relative/dir";
-  REQUIRE(c->exec(4, a, nullptr, reply));
+  reply = must(c->exec(4, a, nullptr));
   REQUIRE(reply.error());
 
-  REQUIRE(c->exec(0, helper_args({"exit", "0"}), nullptr, reply));
+  reply = must(c->exec(0, helper_args({"exit", "0"}), nullptr));
   REQUIRE(reply.error());
   CHECK(reply.error()->code() == ErrorCode::invalid_request);
 }
@@ -408,8 +399,7 @@ TEST_CASE("the scope's temp dir is private and removed when the connection close
   {
     auto c = s.connect();
     REQUIRE(c);
-    proto::ExecReply reply;
-    REQUIRE(c->exec(1, helper_args({"pwd"}), nullptr, reply));
+    proto::ExecReply reply = must(c->exec(1, helper_args({"pwd"}), nullptr));
     CHECK(reply.out == "/tmp\n");  // the scope's temp dir, as the command sees it
     dir = proto::str(reply.result()->temp_dir());
     struct stat st {};
@@ -417,7 +407,7 @@ TEST_CASE("the scope's temp dir is private and removed when the connection close
     CHECK((st.st_mode & 0777) == 0700);
     proto::ExecArgs touch;
     touch.shell = "echo x > f";
-    REQUIRE(c->exec(2, touch, nullptr, reply));
+    reply = must(c->exec(2, touch, nullptr));
     CHECK(std::filesystem::exists(dir + "/f"));
   }
   CHECK(wait_until([&] { return !std::filesystem::exists(dir); }, 5s));
@@ -438,7 +428,7 @@ TEST_CASE("a client that does not read slows its command instead of growing the 
   std::size_t got = 0;
   proto::Received r;
   for (;;) {
-    REQUIRE(c->receive(r, 30000));
+    r = must(c->receive(30000));
     if (auto* chunk = r.msg->body_as_OutputChunk()) {
       got += chunk->data()->size();
       continue;
@@ -456,19 +446,17 @@ TEST_CASE("limits: connections and requests in flight") {
   auto b = s.connect();
   REQUIRE(a);
   REQUIRE(b);
-  std::string err;
-  auto third = proto::Client::connect(s.socket(), err);
-  CHECK(third == nullptr);
-  CHECK(err.find("--max-connections") != std::string::npos);
+  auto third = proto::Client::connect(s.socket());
+  REQUIRE_FALSE(third);
+  CHECK(third.error().message.find("--max-connections") != std::string::npos);
 
   REQUIRE(a->send(proto::make_exec(1, helper_args({"sleep", "0.5"}))));
   REQUIRE(a->send(proto::make_exec(2, helper_args({"exit", "0"}))));
-  proto::Received r;
-  REQUIRE(a->receive(r, 10000));
+  proto::Received r = must(a->receive(10000));
   CHECK(r.msg->request_id() == 2);
   REQUIRE(r.msg->body_type() == Body::Error);
   CHECK(r.msg->body_as_Error()->code() == ErrorCode::too_many_requests);
-  REQUIRE(final_for(*a, 1, r));
+  r = must(final_for(*a, 1));
   CHECK(r.msg->body_type() == Body::ExecResult);
 }
 
@@ -476,7 +464,7 @@ TEST_CASE("socket: 0700 directory, 0600 socket, one supervisor per path, stale f
   TempDir d;
   std::string sock = d.path() + "/run/corral.sock";
   pid_t first = spawn_process({kCorral, "serve", "--socket", sock}, "", d.path() + "/first.log");
-  REQUIRE(wait_until([&] { std::string e; return proto::Client::connect_raw(sock, e) != nullptr; }, 20s));
+  REQUIRE(wait_until([&] { return proto::Client::connect_raw(sock).ok(); }, 20s));
   struct stat st {};
   REQUIRE(::stat((d.path() + "/run").c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0700);
@@ -493,7 +481,7 @@ TEST_CASE("socket: 0700 directory, 0600 socket, one supervisor per path, stale f
   wait_process(first);
   REQUIRE(std::filesystem::exists(sock));
   pid_t third = spawn_process({kCorral, "serve", "--socket", sock}, "", d.path() + "/third.log");
-  REQUIRE(wait_until([&] { std::string e; return proto::Client::connect_raw(sock, e) != nullptr; }, 20s));
+  REQUIRE(wait_until([&] { return proto::Client::connect_raw(sock).ok(); }, 20s));
   CHECK(cli({"exec", "--", "true"}, sock).exit_code == 0);
   ::kill(third, SIGTERM);
   int status = wait_process(third);
@@ -530,10 +518,9 @@ TEST_CASE("peers with another uid are refused unless --allow-uid") {
     pid_t child = ::fork();
     if (child == 0) {
       if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(10);
-      std::string err;
-      auto c = proto::Client::connect(sock, err);
+      auto c = proto::Client::connect(sock);
       if (c) ::_exit(0);
-      if (err.find("may not use this supervisor") != std::string::npos) ::_exit(1);
+      if (c.error().message.find("may not use this supervisor") != std::string::npos) ::_exit(1);
       ::_exit(2);  // some other failure (e.g. the directory mode kept us out)
     }
     int status = 0;
@@ -615,7 +602,7 @@ TEST_CASE("a non-root supervisor runs commands as its own uid, mapped inside, an
   // missing (escape_test 26 covers it).
   pid_t server = as_nobody({kCorral, "serve", "--socket", sock, "--temp-root", d.path(), "--allow-supplementary-groups"},
                            d.path() + "/serve.out", d.path() + "/serve.log");
-  REQUIRE(wait_until([&] { std::string e; return proto::Client::connect_raw(sock, e) != nullptr; }, 20s));
+  REQUIRE(wait_until([&] { return proto::Client::connect_raw(sock).ok(); }, 20s));
   pid_t exec = as_nobody({kCorral, "exec", "--socket", sock, "--json", "--sh", "id -u; touch /tmp/x && echo tmp-ok; touch /etc/x"},
                          d.path() + "/exec.out", d.path() + "/exec.err");
   int status = wait_process(exec);

@@ -129,8 +129,7 @@ TEST_CASE("a non-detached scope ends with the connection that created it") {
     auto c = s.connect();
     REQUIRE(c);
     proto::ScopeArgs a;
-    proto::Received r;
-    REQUIRE(c->call(1, proto::make_scope_create(1, a), r));
+    proto::Received r = must(c->call(1, proto::make_scope_create(1, a)));
     REQUIRE(r.msg->body_as_ScopeCreated());
     dir = proto::str(r.msg->body_as_ScopeCreated()->temp_dir());
     CHECK(std::filesystem::exists(dir));
@@ -150,21 +149,22 @@ TEST_CASE("another uid cannot act on a scope it did not create") {
   pid_t child = ::fork();
   if (child == 0) {
     if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(10);
-    std::string err;
-    auto c = proto::Client::connect(s.socket(), err);
+    auto c = proto::Client::connect(s.socket());
     if (!c) ::_exit(11);
-    proto::Received r;
-    if (!c->call(1, proto::make_scope_close(1, id), r)) ::_exit(12);
-    const proto::Error* e = r.msg->body_as_Error();
+    auto r = (*c)->call(1, proto::make_scope_close(1, id));
+    if (!r) ::_exit(12);
+    const proto::Error* e = r->msg->body_as_Error();
     if (!e || e->code() != proto::ErrorCode::permission_denied) ::_exit(13);
     proto::ExecArgs a;
     a.argv = {"true"};
     a.scope = id;
-    if (!c->call(2, proto::make_exec(2, a), r)) ::_exit(14);
-    e = r.msg->body_as_Error();
+    r = (*c)->call(2, proto::make_exec(2, a));
+    if (!r) ::_exit(14);
+    e = r->msg->body_as_Error();
     if (!e || e->code() != proto::ErrorCode::permission_denied) ::_exit(15);
-    if (!c->call(3, proto::make_scope_list(3), r) || !r.msg->body_as_ScopeList()) ::_exit(16);
-    if (r.msg->body_as_ScopeList()->scopes() && r.msg->body_as_ScopeList()->scopes()->size() != 0) ::_exit(17);
+    r = (*c)->call(3, proto::make_scope_list(3));
+    if (!r || !r->msg->body_as_ScopeList()) ::_exit(16);
+    if (r->msg->body_as_ScopeList()->scopes() && r->msg->body_as_ScopeList()->scopes()->size() != 0) ::_exit(17);
     ::_exit(0);
   }
   int status = 0;
@@ -178,9 +178,7 @@ TEST_CASE("a background start whose id never reaches its client is terminated") 
   Server s;
   const std::string marker = "corral-abandoned-" + std::to_string(::getpid());
   {
-    std::string err;
-    auto c = proto::Client::connect(s.socket(), err);
-    REQUIRE(c);
+    auto c = must(proto::Client::connect(s.socket()));
     proto::ExecArgs a;
     a.argv = {kHelper, "sleep", "300", marker};
     a.background = true;
@@ -202,16 +200,15 @@ TEST_CASE("a scope holds at most 256 background commands; the limit is checked b
     a.argv = {kHelper, "sleep", "300", marker};
     a.background = true;
     a.scope = id;
-    proto::Received r;
-    REQUIRE(c->call(static_cast<std::uint64_t>(i + 1), proto::make_exec(static_cast<std::uint64_t>(i + 1), a), r));
+    const auto rid = static_cast<std::uint64_t>(i + 1);
+    proto::Received r = must(c->call(rid, proto::make_exec(rid, a)));
     REQUIRE(r.msg->body_as_BackgroundStarted());
   }
   proto::ExecArgs a;
   a.argv = {kHelper, "sleep", "300", marker};
   a.background = true;
   a.scope = id;
-  proto::Received r;
-  REQUIRE(c->call(999, proto::make_exec(999, a), r));
+  proto::Received r = must(c->call(999, proto::make_exec(999, a)));
   REQUIRE(r.msg->body_as_Error());
   CHECK(proto::str(r.msg->body_as_Error()->message()).find("the limit is 256") != std::string::npos);
   // Each was started (BackgroundStarted); launches run off the loop, so wait for all 256.

@@ -50,15 +50,13 @@ TEST_CASE("background commands of exited clients hold no connection: 256 of them
     proto::ExecArgs a;
     a.argv = {kHelper, "sleep", "300", marker};
     a.background = true;
-    proto::Received r;
-    REQUIRE(c->call(1, proto::make_exec(1, a), r));
+    proto::Received r = must(c->call(1, proto::make_exec(1, a)));
     REQUIRE(r.msg->body_as_BackgroundStarted());
   }
   // Every one of them is gone; the supervisor must count only open sockets.
   auto c = s.connect();
   REQUIRE(c);
-  proto::Received r;
-  REQUIRE(c->call(1, proto::make_status_request(1), r));
+  proto::Received r = must(c->call(1, proto::make_status_request(1)));
   REQUIRE(r.msg->body_as_StatusReply());
   CHECK(r.msg->body_as_StatusReply()->connections() == 1);
   // ... and the CLI that ends them is served (launches run off the loop: wait for all 256).
@@ -115,7 +113,7 @@ TEST_CASE("a client that sends requests and reads no reply stops being read: for
   // Reading them lets every request through, in order and whole.
   proto::Received r;
   for (std::uint64_t id = 1; id <= 40; ++id) {
-    REQUIRE(c->receive(r, 30000));
+    r = must(c->receive(30000));
     CHECK(r.msg->request_id() == id);
     if (auto* e = r.msg->body_as_Error()) FAIL(proto::str(e->message()));
     REQUIRE(r.msg->body_as_ReadResult());
@@ -130,8 +128,7 @@ TEST_CASE("a reply is reserved when its request is admitted: evaluations whose r
   proto::WorkerStartArgs w;
   w.name = "big";
   w.argv = {kEcho};
-  proto::Received r;
-  REQUIRE(c->call(1, proto::make_worker_start(1, w), r));
+  proto::Received r = must(c->call(1, proto::make_worker_start(1, w)));
   REQUIRE(r.msg->body_as_WorkerStarted());
   const std::uint64_t before = rss_kb(s.pid());
   // 24 evaluations, each answered later with 15 MiB (360 MiB in all), none of them read yet.
@@ -144,7 +141,7 @@ TEST_CASE("a reply is reserved when its request is admitted: evaluations whose r
   std::this_thread::sleep_for(3s);
   CHECK(rss_kb(s.pid()) < before + 100 * 1024);
   for (std::uint64_t id = 2; id < 26; ++id) {
-    REQUIRE(c->receive(r, 30000));
+    r = must(c->receive(30000));
     CHECK(r.msg->request_id() == id);
     REQUIRE(r.msg->body_as_WorkerEvalResult());
     CHECK(r.msg->body_as_WorkerEvalResult()->reply()->size() == 15728640u);
@@ -153,19 +150,18 @@ TEST_CASE("a reply is reserved when its request is admitted: evaluations whose r
 
 TEST_CASE("a connection that never says hello is closed at the hello deadline") {
   Server s({"--hello-timeout", "500ms"});
-  std::string err;
-  auto silent = proto::Client::connect_raw(s.socket(), err);
-  REQUIRE(silent);
+  auto silent = must(proto::Client::connect_raw(s.socket()));
   auto polite = s.connect();
   REQUIRE(polite);
-  proto::Received r;
-  REQUIRE(silent->receive(r, 10000));
+  proto::Received r = must(silent->receive(10000));
   REQUIRE(r.msg->body_as_Error());
   CHECK(r.msg->body_as_Error()->code() == ErrorCode::hello_required);
   CHECK(proto::str(r.msg->body_as_Error()->message()).find("no hello within 500ms") != std::string::npos);
-  CHECK_FALSE(silent->receive(r, 10000));  // closed
+  auto after = silent->receive(10000);
+  REQUIRE_FALSE(after);
+  CHECK(after.error().kind == proto::Failure::Kind::closed);
   // A client that said hello is not affected.
-  REQUIRE(polite->call(1, proto::make_status_request(1), r));
+  r = must(polite->call(1, proto::make_status_request(1)));
   CHECK(r.msg->body_as_StatusReply());
 }
 
@@ -177,27 +173,21 @@ TEST_CASE("one uid's connections are capped below the total: the others still ge
   Server s({"--max-connections-per-uid", "3", "--allow-uid", "65534"});
   ::chmod(s.dir().c_str(), 0711);
   std::vector<std::unique_ptr<proto::Client>> held;
-  std::string err;
-  for (int i = 0; i < 3; ++i) {
-    held.push_back(proto::Client::connect_raw(s.socket(), err));  // idle, no hello
-    REQUIRE(held.back());
-  }
-  auto fourth = proto::Client::connect(s.socket(), err);
-  CHECK(fourth == nullptr);
-  CHECK(err.find("--max-connections-per-uid") != std::string::npos);
+  for (int i = 0; i < 3; ++i) held.push_back(must(proto::Client::connect_raw(s.socket())));  // idle, no hello
+  auto fourth = proto::Client::connect(s.socket());
+  REQUIRE_FALSE(fourth);
+  CHECK(fourth.error().message.find("--max-connections-per-uid") != std::string::npos);
   pid_t child = ::fork();
   if (child == 0) {
     if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(10);
-    std::string e;
-    auto c = proto::Client::connect(s.socket(), e);
-    ::_exit(c ? 0 : 1);
+    ::_exit(proto::Client::connect(s.socket()) ? 0 : 1);
   }
   int status = 0;
   ::waitpid(child, &status, 0);
   CHECK(exited_zero(status));
   // A held connection that goes away gives its slot back at once.
   held.pop_back();
-  CHECK(wait_until([&] { return proto::Client::connect(s.socket(), err) != nullptr; }, 5s));
+  CHECK(wait_until([&] { return proto::Client::connect(s.socket()).ok(); }, 5s));
 }
 
 TEST_CASE("a non-root supervisor launches every command (init turns non-dumpable only after its id maps)") {
@@ -228,18 +218,17 @@ TEST_CASE("a non-root supervisor launches every command (init turns non-dumpable
     ::execv(args[0], args.data());
     return 91;
   });
-  REQUIRE(wait_until([&] { std::string e; return proto::Client::connect_raw(sock, e) != nullptr; }, 20s));
+  REQUIRE(wait_until([&] { return proto::Client::connect_raw(sock).ok(); }, 20s));
   // One launch in ten used to fail with "open /proc/PID/setgroups: Permission denied".
   pid_t client = as_nobody([&] {
-    std::string err;
-    auto c = proto::Client::connect(sock, err);
+    auto c = proto::Client::connect(sock);
     if (!c) return 100;
     int failed = 0;
     for (std::uint64_t id = 1; id <= 60; ++id) {
       proto::ExecArgs a;
       a.argv = {"true"};
-      proto::ExecReply r;
-      if (!c->exec(id, a, nullptr, r) || !r.result() || r.result()->status() != proto::ExitStatus::exited) ++failed;
+      auto r = (*c)->exec(id, a, nullptr);
+      if (!r || !r->result() || r->result()->status() != proto::ExitStatus::exited) ++failed;
     }
     return failed;
   });
@@ -285,13 +274,11 @@ TEST_CASE("kill -9 of a root supervisor ends every sandbox within a second; the 
   TempDir d;
   const std::string sock = d.path() + "/run/corral.sock";
   pid_t first = spawn_process({kCorral, "serve", "--socket", sock, "--temp-root", d.path()}, "", d.path() + "/first.log");
-  REQUIRE(wait_until([&] { std::string e; return proto::Client::connect_raw(sock, e) != nullptr; }, 20s));
+  REQUIRE(wait_until([&] { return proto::Client::connect_raw(sock).ok(); }, 20s));
   const std::string marker = "corral-orphan-" + std::to_string(::getpid());
   // A foreground command of a client that is still connected, one with a cgroup (a cap), a
   // background command and a worker: whatever runs as the sandbox uid.
-  std::string err;
-  auto c = proto::Client::connect(sock, err);
-  REQUIRE(c);
+  auto c = must(proto::Client::connect(sock));
   proto::ExecArgs fg;
   fg.argv = {kHelper, "sleep", "300", marker};
   REQUIRE(c->send(proto::make_exec(1, fg)));
@@ -319,7 +306,7 @@ TEST_CASE("kill -9 of a root supervisor ends every sandbox within a second; the 
 
   // The next supervisor finds them by its record, and removes them.
   pid_t second = spawn_process({kCorral, "serve", "--socket", sock, "--temp-root", d.path()}, "", d.path() + "/second.log");
-  REQUIRE(wait_until([&] { std::string e; return proto::Client::connect_raw(sock, e) != nullptr; }, 20s));
+  REQUIRE(wait_until([&] { return proto::Client::connect_raw(sock).ok(); }, 20s));
   const std::string log = read_file(d.path() + "/second.log");
   CAPTURE(log);
   CHECK_FALSE(std::filesystem::exists(temps[0]));

@@ -129,8 +129,7 @@ void execute(proto::Client& c, bool capped) {
     a.pids = 64;
     a.memory_bytes = 256ull << 20;
   }
-  proto::ExecReply r;
-  REQUIRE(c.exec(next_id++, a, nullptr, r));
+  proto::ExecReply r = must(c.exec(next_id++, a, nullptr));
   if (r.error()) FAIL("execute failed: " << proto::str(r.error()->message()));
   REQUIRE(r.result());
   REQUIRE(r.out.size() == 64);
@@ -139,19 +138,19 @@ void execute(proto::Client& c, bool capped) {
 void scope_cycle(proto::Client& c) {
   proto::Received r;
   const auto id = next_id++;
-  REQUIRE(c.call(id, proto::make_scope_create(id, proto::ScopeArgs{}), r));
+  r = must(c.call(id, proto::make_scope_create(id, proto::ScopeArgs{})));
   if (r.msg->body_as_Error()) FAIL("scope create failed: " << proto::str(r.msg->body_as_Error()->message()));
   REQUIRE(r.msg->body_as_ScopeCreated());
   const std::string scope = proto::str(r.msg->body_as_ScopeCreated()->id());
   const auto close = next_id++;
-  REQUIRE(c.call(close, proto::make_scope_close(close, scope), r));
+  r = must(c.call(close, proto::make_scope_close(close, scope)));
   REQUIRE(r.msg->body_as_Ack());
 }
 
 std::string create_scope(proto::Client& c) {
   proto::Received r;
   const auto id = next_id++;
-  REQUIRE(c.call(id, proto::make_scope_create(id, proto::ScopeArgs{}), r));
+  r = must(c.call(id, proto::make_scope_create(id, proto::ScopeArgs{})));
   REQUIRE(r.msg->body_as_ScopeCreated());
   return proto::str(r.msg->body_as_ScopeCreated()->id());
 }
@@ -159,7 +158,7 @@ std::string create_scope(proto::Client& c) {
 void close_scope(proto::Client& c, const std::string& scope) {
   proto::Received r;
   const auto id = next_id++;
-  REQUIRE(c.call(id, proto::make_scope_close(id, scope), r));
+  r = must(c.call(id, proto::make_scope_close(id, scope)));
   REQUIRE(r.msg->body_as_Ack());
 }
 
@@ -173,7 +172,7 @@ void worker_evaluations(proto::Client& c, int n) {
   w.argv = {kEcho};
   proto::Received r;
   auto id = next_id++;
-  REQUIRE(c.call(id, proto::make_worker_start(id, w), r));
+  r = must(c.call(id, proto::make_worker_start(id, w)));
   if (r.msg->body_as_Error()) FAIL("worker start failed: " << proto::str(r.msg->body_as_Error()->message()));
   REQUIRE(r.msg->body_as_WorkerStarted());
   for (int i = 0; i < n; ++i) {
@@ -183,7 +182,7 @@ void worker_evaluations(proto::Client& c, int n) {
     e.request = "echo";
     e.reset = i % 100 == 99;
     id = next_id++;
-    REQUIRE(c.call(id, proto::make_worker_eval(id, e), r));
+    r = must(c.call(id, proto::make_worker_eval(id, e)));
     if (r.msg->body_as_Error()) FAIL("eval failed: " << proto::str(r.msg->body_as_Error()->message()));
     REQUIRE(r.msg->body_as_WorkerEvalResult());
   }
@@ -196,14 +195,14 @@ void background_cycle(proto::Client& c) {
   a.background = true;
   proto::Received r;
   auto id = next_id++;
-  REQUIRE(c.call(id, proto::make_exec(id, a), r));
+  r = must(c.call(id, proto::make_exec(id, a)));
   if (r.msg->body_as_Error()) FAIL("background start failed: " << proto::str(r.msg->body_as_Error()->message()));
   REQUIRE(r.msg->body_as_BackgroundStarted());
   const std::string bg = proto::str(r.msg->body_as_BackgroundStarted()->id());
   for (int polls = 0;; ++polls) {
     REQUIRE(polls < 2000);  // 20 s
     id = next_id++;
-    REQUIRE(c.call(id, proto::make_poll(id, bg), r));
+    r = must(c.call(id, proto::make_poll(id, bg)));
     REQUIRE(r.msg->body_as_PollReply());
     if (proto::str(r.msg->body_as_PollReply()->state()) != "running") break;
     std::this_thread::sleep_for(10ms);
@@ -260,7 +259,7 @@ TEST_CASE("soak: after many requests the supervisor holds what it held before") 
     a.pids = 64;
     proto::Received r;
     const auto id = next_id++;
-    REQUIRE(c->call(id, proto::make_exec(id, a), r));
+    r = must(c->call(id, proto::make_exec(id, a)));
     if (r.msg->body_as_BackgroundStarted()) {
       // The launch (which makes the cgroup) runs off the loop: it may follow the reply.
       CHECK(wait_until([&] { return leftover_cgroups(s.pid()) > static_cast<std::size_t>(before.at("cgroups")); }, 10s));

@@ -31,7 +31,22 @@
 #include "runtime/execution.h"
 #include "worker_proto/client.h"
 
+// A failed Result prints its message in an assertion's expansion, not "{?}".
+template <class T>
+struct doctest::StringMaker<corral::proto::Result<T>> {
+  static doctest::String convert(const corral::proto::Result<T>& r) {
+    return r ? doctest::String("ok") : doctest::String(("failed: " + r.error().message).c_str());
+  }
+};
+
 namespace corral::test {
+
+// The value of `r`; a failure ends the test case with its message.
+template <class T>
+T must(proto::Result<T> r) {
+  if (!r) FAIL(r.error().message);
+  return std::move(*r);
+}
 
 inline const std::string kHelper = CORRAL_HELPER;
 // CORRAL_TEST_BINARY runs the end-to-end tests against another build of `corral` (to show
@@ -271,10 +286,7 @@ class Server {
       pid_ = spawn_process(argv, dir_.path() + "/serve.out", log_, extra_env);
     }
     wait_until(
-        [&] {
-          std::string err;
-          return proto::Client::connect_raw(socket_, err) != nullptr || !running(pid_);
-        },
+        [&] { return proto::Client::connect_raw(socket_).ok() || !running(pid_); },
         std::chrono::seconds(20));
   }
   ~Server() { stop(); }
@@ -297,9 +309,10 @@ class Server {
     if (has_sanitizer_report(text)) FAIL_CHECK("the supervisor's log holds a sanitizer report:\n" << text);
     return status_;
   }
+  // nullptr if the connection or the hello fails.
   std::unique_ptr<proto::Client> connect() {
-    std::string err;
-    return proto::Client::connect(socket_, err, "test");
+    auto c = proto::Client::connect(socket_, "test");
+    return c ? std::move(*c) : nullptr;
   }
   const std::string& socket() const { return socket_; }
   const std::string& dir() const { return dir_.path(); }

@@ -46,17 +46,16 @@ std::string bytes(const flatbuffers::Vector<std::uint8_t>* v) {
 // Evaluates and returns the reply, or "error:<code>:<message>".
 std::string eval(proto::Client& c, std::uint64_t id, const std::string& name, const std::string& request,
                  bool reset = false, std::uint64_t timeout_ms = 0) {
-  proto::Received r;
-  if (!c.call(id, eval_frame(id, name, request, false, reset, timeout_ms), r)) return "io:" + c.error();
-  if (const auto* e = r.msg->body_as_Error())
+  auto r = c.call(id, eval_frame(id, name, request, false, reset, timeout_ms));
+  if (!r) return "io:" + r.error().message;
+  if (const auto* e = r->msg->body_as_Error())
     return std::string("error:") + proto::EnumNameErrorCode(e->code()) + ":" + proto::str(e->message());
-  return bytes(r.msg->body_as_WorkerEvalResult()->reply());
+  return bytes(r->msg->body_as_WorkerEvalResult()->reply());
 }
 
 void start(proto::Client& c, const std::string& name, std::vector<std::string> argv, bool python = false,
            std::vector<std::string> workspaces = {}) {
-  proto::Received r;
-  REQUIRE(c.call(1, start_frame(name, std::move(argv), python, std::move(workspaces)), r));
+  proto::Received r = must(c.call(1, start_frame(name, std::move(argv), python, std::move(workspaces))));
   if (const auto* e = r.msg->body_as_Error()) FAIL("worker start failed: " << proto::str(e->message()));
   REQUIRE(r.msg->body_as_WorkerStarted());
 }
@@ -109,20 +108,20 @@ TEST_CASE("host channel: round trip, several calls in flight, none without a ser
   std::vector<std::pair<std::uint64_t, std::string>> calls;
   proto::Received r;
   while (calls.size() < 3) {
-    REQUIRE(c->receive(r, 10000));
+    r = must(c->receive(10000));
     REQUIRE(r.msg->request_id() == 2);
     const auto* call = r.msg->body_as_HostCall();
     REQUIRE(call);
     calls.emplace_back(call->call_id(), bytes(call->data()));
   }
   for (auto it = calls.rbegin(); it != calls.rend(); ++it) REQUIRE(c->send(host_reply(2, it->first, "re-" + it->second)));
-  REQUIRE(c->receive(r, 10000));
+  r = must(c->receive(10000));
   REQUIRE(r.msg->body_as_WorkerEvalResult());
   CHECK(bytes(r.msg->body_as_WorkerEvalResult()->reply()) == "re-call-1re-call-2re-call-3");
   CHECK(r.msg->body_as_WorkerEvalResult()->host_calls() == 3);
   // The evaluation is over: a late reply on its channel is refused and never delivered.
   REQUIRE(c->send(host_reply(2, calls[0].first, "late")));
-  REQUIRE(c->receive(r, 10000));
+  r = must(c->receive(10000));
   REQUIRE(r.msg->body_as_Error());
   CHECK(r.msg->body_as_Error()->code() == ErrorCode::channel_closed);
   CHECK(eval(*c, 3, "h", "echo") == "echo:echo");  // the worker never saw it
@@ -140,8 +139,7 @@ TEST_CASE("the evaluating client's disconnect kills the worker; its request is n
     REQUIRE(c);
     proto::ScopeArgs a;
     a.detach = true;
-    proto::Received r;
-    REQUIRE(c->call(1, proto::make_scope_create(1, a), r));
+    proto::Received r = must(c->call(1, proto::make_scope_create(1, a)));
   }
   auto owner = s.connect();
   REQUIRE(owner);
@@ -164,17 +162,16 @@ TEST_CASE("workers: the program must be trusted; names are unique; list, logs an
   TempDir d;
   auto c = s.connect();
   REQUIRE(c);
-  proto::Received r;
-  REQUIRE(c->call(1, start_frame("rel", {"echo_worker"}), r));
+  proto::Received r = must(c->call(1, start_frame("rel", {"echo_worker"})));
   CHECK(proto::str(r.msg->body_as_Error()->message()).find("absolute path") != std::string::npos);
   // A program inside a writable root could have been written by the sandbox.
   const std::string copy = d.path() + "/worker";
   std::filesystem::copy_file(kEcho, copy);
   ::chmod(copy.c_str(), 0755);
-  REQUIRE(c->call(1, start_frame("inside", {copy}, false, {d.path()}), r));
+  r = must(c->call(1, start_frame("inside", {copy}, false, {d.path()})));
   CHECK(proto::str(r.msg->body_as_Error()->message()).find("writable root") != std::string::npos);
   start(*c, "ok", {kEcho});
-  REQUIRE(c->call(1, start_frame("ok", {kEcho}), r));
+  r = must(c->call(1, start_frame("ok", {kEcho})));
   CHECK(proto::str(r.msg->body_as_Error()->message()).find("already has a worker named 'ok'") != std::string::npos);
   CHECK(eval(*c, 2, "ok", "print") == "printed");
   auto logs = cli({"worker", "logs", "ok"}, s.socket());
@@ -213,8 +210,7 @@ TEST_CASE("a scope holds at most 16 workers; the limit is checked before launch"
   auto c = s.connect();
   REQUIRE(c);
   for (int i = 0; i < 16; ++i) start(*c, "w" + std::to_string(i), {kEcho});
-  proto::Received r;
-  REQUIRE(c->call(1, start_frame("one-too-many", {kEcho}), r));
+  proto::Received r = must(c->call(1, start_frame("one-too-many", {kEcho})));
   REQUIRE(r.msg->body_as_Error());
   CHECK(r.msg->body_as_Error()->code() == ErrorCode::too_many_requests);
   CHECK(proto::str(r.msg->body_as_Error()->message()).find("the limit is 16") != std::string::npos);
@@ -263,17 +259,17 @@ TEST_CASE("a worker is poisoned past 64 outstanding host calls") {
   REQUIRE(c->send(eval_frame(2, "w", "hostcalls:64", /*serve=*/true)));
   proto::Received r;
   for (int i = 0; i < 64; ++i) {
-    REQUIRE(c->receive(r, 10000));
+    r = must(c->receive(10000));
     const auto* call = r.msg->body_as_HostCall();
     REQUIRE(call);
     REQUIRE(c->send(host_reply(2, call->call_id(), "")));
   }
-  REQUIRE(c->receive(r, 10000));
+  r = must(c->receive(10000));
   REQUIRE(r.msg->body_as_WorkerEvalResult());
   // The 65th is one too many: the worker is killed, the evaluation fails, nothing replays.
   REQUIRE(c->send(eval_frame(3, "w", "hostcalls:65", /*serve=*/true)));
   for (;;) {
-    REQUIRE(c->receive(r, 10000));
+    r = must(c->receive(10000));
     if (!r.msg->body_as_HostCall()) break;
   }
   REQUIRE(r.msg->body_as_Error());
@@ -309,13 +305,13 @@ TEST_CASE("host calls relayed to a client that does not read stop the worker bei
   // The client reads and answers every call: nothing was lost meanwhile.
   proto::Received r;
   for (int i = 0; i < 40; ++i) {
-    REQUIRE(c->receive(r, 30000));
+    r = must(c->receive(30000));
     const auto* call = r.msg->body_as_HostCall();
     REQUIRE(call);
     CHECK(call->data()->size() == 15728640u);
     REQUIRE(c->send(host_reply(2, call->call_id(), "k")));
   }
-  REQUIRE(c->receive(r, 30000));
+  r = must(c->receive(30000));
   REQUIRE(r.msg->body_as_WorkerEvalResult());
   CHECK(bytes(r.msg->body_as_WorkerEvalResult()->reply()) == std::string(40, 'k'));
 }
@@ -328,8 +324,7 @@ TEST_CASE("a worker that exits before it is ready is a start failure, with its s
   CHECK(r.err.find("worker f exited with status 1 before it was ready") != std::string::npos);
   auto c = s.connect();
   REQUIRE(c);
-  proto::Received got;
-  REQUIRE(c->call(1, start_frame("sh", {"/bin/sh", "-c", "echo boom >&2; exit 3"}), got));
+  proto::Received got = must(c->call(1, start_frame("sh", {"/bin/sh", "-c", "echo boom >&2; exit 3"})));
   REQUIRE(got.msg->body_as_Error());
   CHECK(proto::str(got.msg->body_as_Error()->message()) ==
         "worker sh exited with status 3 before it was ready; its log ends with:\nboom");

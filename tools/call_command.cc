@@ -19,12 +19,12 @@ bool is_final(proto::Body b) {
 int run_call(const CallOptions& o) {
   int timeout_ms = -1;
   if (o.timeout_ms) timeout_ms = static_cast<int>(std::min<std::uint64_t>(*o.timeout_ms, 1 << 30));
-  std::string error;
-  auto codec = proto::JsonCodec::create(/*strict=*/true, error);
-  if (!codec) return complain(kFailed, error);
+  auto codec = proto::JsonCodec::create(/*strict=*/true);
+  if (!codec) return complain(kFailed, codec.error().message);
 
-  proto::Frame frame;
-  if (!codec->to_frame(o.json, frame, error)) return complain(kUsage, "cannot parse the message: " + error);
+  auto parsed = (*codec)->to_frame(o.json);
+  if (!parsed) return complain(kUsage, "cannot parse the message: " + parsed.error().message);
+  proto::Frame frame = std::move(*parsed);
   proto::DecodeError derr;
   std::span<const std::uint8_t> payload(frame.data() + proto::kHeaderBytes, frame.size() - proto::kHeaderBytes);
   const proto::Message* msg = proto::verify_payload(payload, proto::kMaxMaxFrame, derr);
@@ -34,33 +34,35 @@ int run_call(const CallOptions& o) {
     std::string with_id = o.json;
     auto brace = with_id.find('{');
     if (brace != std::string::npos) with_id.insert(brace + 1, "request_id: 1, ");
-    if (!codec->to_frame(with_id, frame, error))
-      return complain(kUsage, "request_id 0 is reserved; give a request_id of 1 or more");
+    auto renumbered = (*codec)->to_frame(with_id);
+    if (!renumbered) return complain(kUsage, "request_id 0 is reserved; give a request_id of 1 or more");
+    frame = std::move(*renumbered);
     payload = {frame.data() + proto::kHeaderBytes, frame.size() - proto::kHeaderBytes};
     msg = proto::verify_payload(payload, proto::kMaxMaxFrame, derr);
   }
   const std::uint64_t id = msg->request_id();
   const proto::Body type = msg->body_type();
 
-  auto client = type == proto::Body::Hello ? proto::Client::connect_raw(o.socket, error)
-                                           : proto::Client::connect(o.socket, error, "corral-call");
-  if (!client) return complain(kFailed, error);
-  if (!client->send(frame)) return complain(kFailed, client->error());
+  auto connected = type == proto::Body::Hello ? proto::Client::connect_raw(o.socket)
+                                              : proto::Client::connect(o.socket, "corral-call");
+  if (!connected) return complain(kFailed, connected.error().message);
+  proto::Client& client = **connected;
+  if (auto sent = client.send(frame); !sent) return complain(kFailed, sent.error().message);
 
   // A cancel has no reply of its own: wait briefly for an error about it.
   if (type == proto::Body::Cancel && timeout_ms < 0) timeout_ms = 500;
   for (;;) {
-    proto::Received r;
-    if (!client->receive(r, timeout_ms)) {
+    auto r = client.receive(timeout_ms);
+    if (!r) {
       if (type == proto::Body::Cancel) return kOk;
-      return complain(kFailed, client->error());
+      return complain(kFailed, r.error().message);
     }
-    std::string text;
-    if (!codec->to_json(r.payload, text, error)) return complain(kFailed, error);
-    std::cout << text << std::endl;
-    const std::uint64_t rid = r.msg->request_id();
-    if (is_final(r.msg->body_type()) && (rid == id || rid == 0))
-      return r.msg->body_type() == proto::Body::Error ? kFailed : kOk;
+    auto text = (*codec)->to_json(r->payload);
+    if (!text) return complain(kFailed, text.error().message);
+    std::cout << *text << std::endl;
+    const std::uint64_t rid = r->msg->request_id();
+    if (is_final(r->msg->body_type()) && (rid == id || rid == 0))
+      return r->msg->body_type() == proto::Body::Error ? kFailed : kOk;
   }
 }
 

@@ -93,10 +93,11 @@ bool run_shell(const std::string& cmd, std::string_view input, std::string& outp
 }
 
 int request(const std::string& socket, const proto::Frame& frame, proto::Received& reply) {
-  std::string error;
-  auto client = proto::Client::connect(socket, error, "corral-cli");
-  if (!client) return complain(kFailed, error);
-  if (!client->call(1, frame, reply)) return complain(kFailed, client->error());
+  auto client = proto::Client::connect(socket, "corral-cli");
+  if (!client) return complain(kFailed, client.error().message);
+  auto got = (*client)->call(1, frame);
+  if (!got) return complain(kFailed, got.error().message);
+  reply = std::move(*got);
   if (const proto::Error* e = reply.msg->body_as_Error()) return complain(kFailed, proto::str(e->message()));
   return kOk;
 }

@@ -196,10 +196,9 @@ int run_exec(const ExecOptions& o) {
     return kOk;
   }
 
-  auto client = proto::Client::connect(o.socket, error, "corral-exec");
-  if (!client) return complain(kExecCorralFailed, error);
+  auto client = proto::Client::connect(o.socket, "corral-exec");
+  if (!client) return complain(kExecCorralFailed, client.error().message);
 
-  proto::ExecReply reply;
   proto::Client::ChunkFn stream;
   if (!o.json) stream = [](proto::Stream s, std::string_view d) { write_all(s == proto::Stream::err ? 2 : 1, d); };
   proto::Client::AuthorizeFn authorizer;
@@ -208,7 +207,9 @@ int run_exec(const ExecOptions& o) {
       std::string out, err;
       return run_shell(o.authorize_cmd, std::string(description) + "\n", out, err);
     };
-  if (!client->exec(1, args, stream, reply, authorizer)) return complain(kExecCorralFailed, client->error());
+  auto replied = (*client)->exec(1, args, stream, authorizer);
+  if (!replied) return complain(kExecCorralFailed, replied.error().message);
+  proto::ExecReply& reply = *replied;
   if (const proto::Error* e = reply.error()) return complain(kExecCorralFailed, proto::str(e->message()));
   const proto::ExecResult* r = reply.result();
   if (!r) return complain(kExecCorralFailed, "unexpected final reply from the supervisor");

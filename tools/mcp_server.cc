@@ -219,7 +219,7 @@ class Server {
 
 bool Server::send_frame(const proto::Frame& frame) {
   if (supervisor_gone_) return false;
-  if (!client_->send(frame)) {
+  if (!client_->send(frame).ok()) {
     supervisor_gone_ = true;
     return false;
   }
@@ -243,10 +243,10 @@ bool Server::open_scope() {
   a.pids = o_.pids;
   a.cpu_time_ms = o_.cpu_time_ms.value_or(0);
   a.cpus = o_.cpus.value_or(0);
-  proto::Received reply;
-  if (!client_->call(1, proto::make_scope_create(1, a), reply)) return complain(kFailed, client_->error()), false;
-  if (const auto* e = reply.msg->body_as_Error()) return complain(kFailed, "cannot create the session's scope: " + proto::str(e->message())), false;
-  const auto* created = reply.msg->body_as_ScopeCreated();
+  auto reply = client_->call(1, proto::make_scope_create(1, a));
+  if (!reply) return complain(kFailed, reply.error().message), false;
+  if (const auto* e = reply->msg->body_as_Error()) return complain(kFailed, "cannot create the session's scope: " + proto::str(e->message())), false;
+  const auto* created = reply->msg->body_as_ScopeCreated();
   if (!created) return complain(kFailed, "unexpected reply to ScopeCreate"), false;
   scope_ = proto::str(created->id());
   return true;
@@ -912,10 +912,9 @@ void Server::tick() {
 }  // namespace
 
 int run_mcp(const McpOptions& options) {
-  std::string error;
-  auto client = proto::Client::connect(options.socket, error, "corral-mcp");
-  if (!client) return complain(kFailed, error);
-  Server server(options, std::move(client));
+  auto client = proto::Client::connect(options.socket, "corral-mcp");
+  if (!client) return complain(kFailed, client.error().message);
+  Server server(options, std::move(*client));
   return server.run();
 }
 

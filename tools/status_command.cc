@@ -29,14 +29,13 @@ constexpr const char* kPolicyRules[] = {
 }  // namespace
 
 int run_status(const StatusOptions& o) {
-  std::string error;
-  auto client = proto::Client::connect(o.socket, error, "corral-status");
-  if (!client) return complain(kFailed, error);
-  if (!client->send(proto::make_status_request(1))) return complain(kFailed, client->error());
-  proto::Received r;
-  if (!client->receive(r)) return complain(kFailed, client->error());
-  if (const proto::Error* e = r.msg->body_as_Error()) return complain(kFailed, proto::str(e->message()));
-  const proto::StatusReply* s = r.msg->body_as_StatusReply();
+  auto client = proto::Client::connect(o.socket, "corral-status");
+  if (!client) return complain(kFailed, client.error().message);
+  if (auto sent = (*client)->send(proto::make_status_request(1)); !sent) return complain(kFailed, sent.error().message);
+  auto r = (*client)->receive();
+  if (!r) return complain(kFailed, r.error().message);
+  if (const proto::Error* e = r->msg->body_as_Error()) return complain(kFailed, proto::str(e->message()));
+  const proto::StatusReply* s = r->msg->body_as_StatusReply();
   if (!s) return complain(kFailed, "unexpected reply to a status request");
   auto layers = proto::read_layers(s->layers());
   auto defaults = proto::read_bounds(s->defaults());

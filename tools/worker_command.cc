@@ -60,9 +60,9 @@ int run_worker_eval(const WorkerOptions& o) {
     ss << std::cin.rdbuf();
     request = ss.str();
   }
-  std::string error;
-  auto client = proto::Client::connect(o.socket, error, "corral-worker-eval");
-  if (!client) return complain(kFailed, error);
+  auto connected = proto::Client::connect(o.socket, "corral-worker-eval");
+  if (!connected) return complain(kFailed, connected.error().message);
+  proto::Client& client = **connected;
   proto::WorkerEvalArgs args;
   args.name = o.name;
   args.scope = o.scope;
@@ -71,23 +71,24 @@ int run_worker_eval(const WorkerOptions& o) {
   args.reset = o.reset;
   args.serve_host_calls = !o.host_cmd.empty();
   auto frame = proto::make_worker_eval(1, args);
-  if (!client->send(frame)) return complain(kFailed, client->error());
+  if (auto sent = client.send(frame); !sent) return complain(kFailed, sent.error().message);
   for (;;) {
-    proto::Received r;
-    if (!client->receive(r)) return complain(kFailed, client->error());
-    if (r.msg->request_id() != 1 && r.msg->request_id() != 0) continue;
-    if (const proto::HostCall* call = r.msg->body_as_HostCall()) {
+    auto r = client.receive();
+    if (!r) return complain(kFailed, r.error().message);
+    if (r->msg->request_id() != 1 && r->msg->request_id() != 0) continue;
+    if (const proto::HostCall* call = r->msg->body_as_HostCall()) {
       std::string out, err;
       std::string_view in;
       if (call->data()) in = {reinterpret_cast<const char*>(call->data()->data()), call->data()->size()};
       if (!run_shell(o.host_cmd, in, out, err)) err = "--host-cmd " + err;
-      if (!client->send(proto::make_host_reply(1, call->call_id(), out, err))) return complain(kFailed, client->error());
+      if (auto sent = client.send(proto::make_host_reply(1, call->call_id(), out, err)); !sent)
+        return complain(kFailed, sent.error().message);
       continue;
     }
-    if (const proto::Error* e = r.msg->body_as_Error()) {
+    if (const proto::Error* e = r->msg->body_as_Error()) {
       return complain(kFailed, proto::str(e->message()));
     }
-    if (const proto::WorkerEvalResult* res = r.msg->body_as_WorkerEvalResult()) {
+    if (const proto::WorkerEvalResult* res = r->msg->body_as_WorkerEvalResult()) {
       if (res->reply()) write_all(1, {reinterpret_cast<const char*>(res->reply()->data()), res->reply()->size()});
       if (res->reply() && res->reply()->size() && res->reply()->data()[res->reply()->size() - 1] != '\n' && ::isatty(1))
         write_all(1, "\n");

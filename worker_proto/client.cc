@@ -18,38 +18,37 @@ std::string default_socket_path() {
   return "/tmp/corral-" + std::to_string(::geteuid()) + "/corral.sock";
 }
 
-std::unique_ptr<Client> Client::connect_raw(const std::string& path, std::string& error,
-                                            std::uint32_t max_frame) {
+namespace {
+
+Failure failure(Failure::Kind kind, std::string message) { return {kind, std::move(message)}; }
+
+}  // namespace
+
+Result<std::unique_ptr<Client>> Client::connect_raw(const std::string& path, std::uint32_t max_frame) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) {
-    error = "socket path is too long (" + std::to_string(path.size()) + " bytes; the limit is " +
-            std::to_string(sizeof addr.sun_path - 1) + "): " + path;
-    return nullptr;
-  }
+  if (path.size() >= sizeof addr.sun_path)
+    return failure(Failure::Kind::invalid, "socket path is too long (" + std::to_string(path.size()) +
+                                               " bytes; the limit is " + std::to_string(sizeof addr.sun_path - 1) +
+                                               "): " + path);
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    error = std::string("socket: ") + std::strerror(errno);
-    return nullptr;
-  }
+  if (fd < 0) return failure(Failure::Kind::io, std::string("socket: ") + std::strerror(errno));
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) {
     int e = errno;
     ::close(fd);
-    error = "cannot connect to " + path + ": " + std::strerror(e);
-    if (e == ENOENT || e == ECONNREFUSED) error += " (is `corral serve` running?)";
-    return nullptr;
+    std::string message = "cannot connect to " + path + ": " + std::strerror(e);
+    if (e == ENOENT || e == ECONNREFUSED) message += " (is `corral serve` running?)";
+    return failure(Failure::Kind::io, std::move(message));
   }
   return std::unique_ptr<Client>(new Client(fd, max_frame));
 }
 
-std::unique_ptr<Client> Client::connect(const std::string& path, std::string& error,
-                                        std::string_view client_name, std::uint32_t max_frame) {
-  auto c = connect_raw(path, error, max_frame);
-  if (c && !c->hello(client_name)) {
-    error = c->error();
-    return nullptr;
-  }
+Result<std::unique_ptr<Client>> Client::connect(const std::string& path, std::string_view client_name,
+                                                std::uint32_t max_frame) {
+  auto c = connect_raw(path, max_frame);
+  if (!c) return c;
+  if (auto said = (*c)->hello(client_name); !said) return said.error();
   return c;
 }
 
@@ -57,52 +56,51 @@ Client::~Client() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-bool Client::fail(std::string message) {
-  error_ = std::move(message);
-  return false;
-}
-
-bool Client::hello(std::string_view client_name) {
-  Received r;
-  if (!send(make_hello(client_name))) {
+Result<void> Client::hello(std::string_view client_name) {
+  if (auto sent = send(make_hello(client_name)); !sent) {
     // A supervisor that refuses a peer writes why and closes at once; the hello may then meet
     // a closed socket, but the reason is still there to read.
-    const std::string send_error = error_;
-    if (receive(r, 1000) && r.msg->body_as_Error())
-      return fail("the supervisor refused the connection: " + str(r.msg->body_as_Error()->message()));
-    return fail(send_error);
+    if (auto r = receive(1000); r && r->msg->body_as_Error())
+      return failure(Failure::Kind::refused,
+                     "the supervisor refused the connection: " + str(r->msg->body_as_Error()->message()));
+    return sent.error();
   }
-  if (!receive(r)) return false;
-  if (const Error* e = r.msg->body_as_Error())
-    return fail("the supervisor refused the hello: " + str(e->message()));
-  const HelloReply* h = r.msg->body_as_HelloReply();
-  if (!h) return fail(std::string("expected HelloReply, got ") + body_name(r.msg->body_type()));
+  auto r = receive();
+  if (!r) return r.error();
+  if (const Error* e = r->msg->body_as_Error())
+    return failure(Failure::Kind::refused, "the supervisor refused the hello: " + str(e->message()));
+  const HelloReply* h = r->msg->body_as_HelloReply();
+  if (!h)
+    return failure(Failure::Kind::protocol, std::string("expected HelloReply, got ") + body_name(r->msg->body_type()));
   if (h->protocol_version() != kProtocolVersion)
-    return fail("protocol version mismatch: server " + std::to_string(h->protocol_version()) +
-                ", client " + std::to_string(kProtocolVersion));
+    return failure(Failure::Kind::protocol, "protocol version mismatch: server " +
+                                                std::to_string(h->protocol_version()) + ", client " +
+                                                std::to_string(kProtocolVersion));
   layers_ = read_layers(h->layers());
   server_version_ = str(h->server_version());
   server_max_frame_ = h->max_frame_bytes();
   // Accept what the server may send (a read window is bounded by its frame limit).
   if (server_max_frame_ > max_frame_ && server_max_frame_ <= kMaxMaxFrame) max_frame_ = server_max_frame_;
-  return true;
+  return {};
 }
 
-bool Client::send_bytes(const void* data, std::size_t n) {
+Result<void> Client::send_bytes(const void* data, std::size_t n) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR) continue;
-      return fail(std::string("send: ") + std::strerror(errno));
+      // EPIPE, ECONNRESET: the supervisor is gone, which its reader would call closed.
+      const auto kind = errno == EPIPE || errno == ECONNRESET ? Failure::Kind::closed : Failure::Kind::io;
+      return failure(kind, std::string("send: ") + std::strerror(errno));
     }
     p += w;
     n -= static_cast<std::size_t>(w);
   }
-  return true;
+  return {};
 }
 
-bool Client::send(const Frame& frame) { return send_bytes(frame.data(), frame.size()); }
+Result<void> Client::send(const Frame& frame) { return send_bytes(frame.data(), frame.size()); }
 
 namespace {
 // Reads exactly n bytes; 0 = ok, -1 = error/EOF (errno 0 on EOF), -2 = timeout.
@@ -127,65 +125,69 @@ int read_exact(int fd, std::uint8_t* p, std::size_t n, int timeout_ms) {
 }
 }  // namespace
 
-bool Client::receive(Received& out, int timeout_ms) {
+Result<Received> Client::receive(int timeout_ms) {
   std::uint8_t header[kHeaderBytes];
   int rc = read_exact(fd_, header, sizeof header, timeout_ms);
-  if (rc == -2) return fail("timed out waiting for the supervisor");
+  if (rc == -2) return failure(Failure::Kind::timeout, "timed out waiting for the supervisor");
   if (rc < 0)
-    return fail(errno ? std::string("receive: ") + std::strerror(errno)
-                      : std::string("the supervisor closed the connection"));
+    return errno ? failure(Failure::Kind::io, std::string("receive: ") + std::strerror(errno))
+                 : failure(Failure::Kind::closed, "the supervisor closed the connection");
   std::uint32_t n = read_length(header);
   if (n > max_frame_)
-    return fail("the supervisor sent a frame of " + std::to_string(n) + " bytes, over the " +
-                std::to_string(max_frame_) + "-byte limit");
+    return failure(Failure::Kind::protocol, "the supervisor sent a frame of " + std::to_string(n) + " bytes, over the " +
+                                                std::to_string(max_frame_) + "-byte limit");
+  Received out;
   out.payload.resize(n);
   rc = read_exact(fd_, out.payload.data(), n, timeout_ms);
-  if (rc == -2) return fail("timed out waiting for the supervisor");
-  if (rc < 0) return fail("the supervisor closed the connection mid-frame");
+  if (rc == -2) return failure(Failure::Kind::timeout, "timed out waiting for the supervisor");
+  if (rc < 0) return failure(Failure::Kind::closed, "the supervisor closed the connection mid-frame");
   DecodeError err;
   out.msg = verify_payload(out.payload, max_frame_, err);
-  if (!out.msg) return fail("bad frame from the supervisor: " + err.message);
-  return true;
+  if (!out.msg) return failure(Failure::Kind::protocol, "bad frame from the supervisor: " + err.message);
+  return out;
 }
 
-bool Client::call(std::uint64_t request_id, const Frame& frame, Received& reply) {
-  if (!send(frame)) return false;
+Result<Received> Client::call(std::uint64_t request_id, const Frame& frame) {
+  if (auto sent = send(frame); !sent) return sent.error();
   for (;;) {
-    if (!receive(reply)) return false;
-    const std::uint64_t id = reply.msg->request_id();
-    if (id == request_id && reply.msg->body_type() != Body::OutputChunk) return true;
-    if (id == 0 && reply.msg->body_type() == Body::Error) return true;
+    auto reply = receive();
+    if (!reply) return reply;
+    const std::uint64_t id = reply->msg->request_id();
+    if (id == request_id && reply->msg->body_type() != Body::OutputChunk) return reply;
+    if (id == 0 && reply->msg->body_type() == Body::Error) return reply;
   }
 }
 
-bool Client::exec(std::uint64_t request_id, const ExecArgs& args, const ChunkFn& on_chunk, ExecReply& reply,
-                  const AuthorizeFn& authorize) {
-  if (!send(make_exec(request_id, args))) return false;
+Result<ExecReply> Client::exec(std::uint64_t request_id, const ExecArgs& args, const ChunkFn& on_chunk,
+                               const AuthorizeFn& authorize) {
+  if (auto sent = send(make_exec(request_id, args)); !sent) return sent.error();
+  ExecReply reply;
   for (;;) {
-    Received r;
-    if (!receive(r)) return false;
-    if (r.msg->request_id() != request_id) {
+    auto r = receive();
+    if (!r) return r.error();
+    if (r->msg->request_id() != request_id) {
       // A connection-level error (id 0) ends this exchange too.
-      if (r.msg->request_id() == 0 && r.msg->body_type() == Body::Error) {
-        reply.final = std::move(r);
-        return true;
+      if (r->msg->request_id() == 0 && r->msg->body_type() == Body::Error) {
+        reply.final = std::move(*r);
+        return reply;
       }
       continue;
     }
-    if (const AuthorizationRequest* a = r.msg->body_as_AuthorizationRequest()) {
+    if (const AuthorizationRequest* a = r->msg->body_as_AuthorizationRequest()) {
       const bool grant = authorize && authorize(str(a->description()));
-      if (!send(make_authorization(request_id, grant, grant ? "" : "refused by the client's authorizer"))) return false;
+      auto sent = send(make_authorization(request_id, grant, grant ? "" : "refused by the client's authorizer"));
+      if (!sent) return sent.error();
       continue;
     }
-    if (const OutputChunk* c = r.msg->body_as_OutputChunk()) {
+    if (const OutputChunk* c = r->msg->body_as_OutputChunk()) {
       std::string_view data;
       if (c->data()) data = {reinterpret_cast<const char*>(c->data()->data()), c->data()->size()};
       (c->stream() == Stream::err ? reply.err : reply.out).append(data);
       if (on_chunk) on_chunk(c->stream(), data);
       continue;
     }
-    reply.final = std::move(r);
-    return true;
+    reply.final = std::move(*r);
+    return reply;
   }
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "worker_proto/codec.h"
+#include "worker_proto/result.h"
 
 namespace corral::proto {
 
@@ -18,13 +19,13 @@ std::string_view embedded_schema();
 class JsonCodec {
  public:
   // Parses the embedded schema. `strict` prints quoted keys (valid JSON for jq & co).
-  static std::unique_ptr<JsonCodec> create(bool strict, std::string& error);
+  static Result<std::unique_ptr<JsonCodec>> create(bool strict);
   ~JsonCodec();
 
-  // A Message written as JSON -> a frame. False with `error` on a parse error.
-  bool to_frame(std::string_view json, Frame& frame, std::string& error);
+  // A Message written as JSON -> a frame. The failure is the parser's message.
+  Result<Frame> to_frame(std::string_view json);
   // A verified payload -> JSON text (one line).
-  bool to_json(std::span<const std::uint8_t> payload, std::string& json, std::string& error);
+  Result<std::string> to_json(std::span<const std::uint8_t> payload);
 
   struct Impl;
 

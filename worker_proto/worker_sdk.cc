@@ -50,24 +50,20 @@ void log(const std::string& line) { std::fprintf(stderr, "corral worker: %s\n", 
 
 }  // namespace
 
-std::unique_ptr<WorkerConnection> WorkerConnection::from_env(std::string& error) {
+Result<std::unique_ptr<WorkerConnection>> WorkerConnection::from_env() {
   const char* value = std::getenv("CORRAL_WORKER_FD");
-  if (!value || !*value) {
-    error = "CORRAL_WORKER_FD is not set: this program is a corral worker, started by the supervisor";
-    return nullptr;
-  }
+  if (!value || !*value)
+    return Failure{Failure::Kind::invalid,
+                   "CORRAL_WORKER_FD is not set: this program is a corral worker, started by the supervisor"};
   char* end = nullptr;
   errno = 0;
   long fd = std::strtol(value, &end, 10);
-  if (errno || *end || fd < 0 || fd > 1'000'000) {
-    error = std::string("CORRAL_WORKER_FD is not an fd number: ") + value;
-    return nullptr;
-  }
+  if (errno || *end || fd < 0 || fd > 1'000'000)
+    return Failure{Failure::Kind::invalid, std::string("CORRAL_WORKER_FD is not an fd number: ") + value};
   int flags = ::fcntl(static_cast<int>(fd), F_GETFD);
-  if (flags < 0) {
-    error = "CORRAL_WORKER_FD=" + std::string(value) + " is not open: " + std::strerror(errno);
-    return nullptr;
-  }
+  if (flags < 0)
+    return Failure{Failure::Kind::invalid,
+                   "CORRAL_WORKER_FD=" + std::string(value) + " is not open: " + std::strerror(errno)};
   ::fcntl(static_cast<int>(fd), F_SETFD, flags | FD_CLOEXEC);
   ::unsetenv("CORRAL_WORKER_FD");
   return std::make_unique<WorkerConnection>(static_cast<int>(fd));
@@ -79,53 +75,46 @@ WorkerConnection::~WorkerConnection() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void WorkerConnection::fail(std::string why, bool eof) {
-  if (!broken_.empty()) return;
+void WorkerConnection::fail(Failure why, bool eof) {
+  if (broken_) return;
   broken_ = std::move(why);
   eof_ = eof;
 }
 
-WorkerConnection::Read WorkerConnection::read_frame(std::vector<std::uint8_t>& payload,
-                                                    std::string& error) {
-  auto read_exact = [&](std::uint8_t* p, std::size_t n, std::size_t& got) {
-    got = 0;
+Result<std::optional<WorkerConnection::Payload>> WorkerConnection::read_frame() {
+  // How much of [p, p + n) arrived before EOF; a failed read is a Failure.
+  auto read_exact = [&](std::uint8_t* p, std::size_t n) -> Result<std::size_t> {
+    std::size_t got = 0;
     while (got < n) {
       ssize_t r = ::read(fd_, p + got, n - got);
       if (r > 0) {
         got += static_cast<std::size_t>(r);
       } else if (r == 0) {
-        return false;
+        break;
       } else if (errno != EINTR) {
-        error = std::string("read from the supervisor failed: ") + std::strerror(errno);
-        return false;
+        return Failure{Failure::Kind::io, std::string("read from the supervisor failed: ") + std::strerror(errno)};
       }
     }
-    return true;
+    return got;
   };
   std::uint8_t header[kHeaderBytes];
-  std::size_t got = 0;
-  error.clear();
-  if (!read_exact(header, kHeaderBytes, got)) {
-    if (!error.empty()) return Read::error;
-    if (got == 0) return Read::eof;
-    error = "the supervisor closed the channel inside a frame header";
-    return Read::error;
-  }
+  auto got = read_exact(header, kHeaderBytes);
+  if (!got) return got.error();
+  if (*got == 0) return std::optional<Payload>();
+  if (*got < kHeaderBytes)
+    return Failure{Failure::Kind::closed, "the supervisor closed the channel inside a frame header"};
   std::uint32_t n = read_length(header);
-  if (n > kMaxFrame) {  // before allocating anything
-    error = "frame of " + std::to_string(n) + " bytes is over the " + std::to_string(kMaxFrame) +
-            "-byte limit";
-    return Read::error;
-  }
-  payload.resize(n);
-  if (!read_exact(payload.data(), n, got)) {
-    if (error.empty()) error = "the supervisor closed the channel inside a frame";
-    return Read::error;
-  }
-  return Read::frame;
+  if (n > kMaxFrame)  // before allocating anything
+    return Failure{Failure::Kind::protocol, "frame of " + std::to_string(n) + " bytes is over the " +
+                                                std::to_string(kMaxFrame) + "-byte limit"};
+  Payload payload(n);
+  got = read_exact(payload.data(), n);
+  if (!got) return got.error();
+  if (*got < n) return Failure{Failure::Kind::closed, "the supervisor closed the channel inside a frame"};
+  return std::optional<Payload>(std::move(payload));
 }
 
-bool WorkerConnection::write_frame(const Frame& frame, std::string& error) {
+Result<void> WorkerConnection::write_frame(const Frame& frame) {
   std::size_t done = 0;
   while (done < frame.size()) {
     // MSG_NOSIGNAL: a supervisor that is gone is an error here, not a SIGPIPE.
@@ -133,26 +122,22 @@ bool WorkerConnection::write_frame(const Frame& frame, std::string& error) {
     if (w < 0 && errno == ENOTSOCK) w = ::write(fd_, frame.data() + done, frame.size() - done);
     if (w < 0) {
       if (errno == EINTR) continue;
-      error = std::string("write to the supervisor failed: ") + std::strerror(errno);
-      return false;
+      const auto kind = errno == EPIPE || errno == ECONNRESET ? Failure::Kind::closed : Failure::Kind::io;
+      return Failure{kind, std::string("write to the supervisor failed: ") + std::strerror(errno)};
     }
     done += static_cast<std::size_t>(w);
   }
-  return true;
+  return {};
 }
 
-bool WorkerConnection::serve(const Handler& handler, std::string& error) {
-  std::vector<std::uint8_t> payload;
-  while (broken_.empty()) {
-    Read r = read_frame(payload, error);
-    if (r == Read::eof) return true;
-    if (r == Read::error) return false;
+Result<void> WorkerConnection::serve(const Handler& handler) {
+  while (!broken_) {
+    auto payload = read_frame();
+    if (!payload) return payload.error();
+    if (!*payload) return {};  // the supervisor left: the worker's work is done
     DecodeError de;
-    const Message* msg = verify_payload(payload, kMaxFrame, de);
-    if (!msg) {
-      error = "bad frame from the supervisor: " + de.message;
-      return false;
-    }
+    const Message* msg = verify_payload(**payload, kMaxFrame, de);
+    if (!msg) return Failure{Failure::Kind::protocol, "bad frame from the supervisor: " + de.message};
     if (const Evaluate* ev = msg->body_as_Evaluate()) {
       const std::string request = text(ev->data());
       eval_id_ = msg->request_id();
@@ -168,74 +153,60 @@ bool WorkerConnection::serve(const Handler& handler, std::string& error) {
         reply = "corral worker error: the handler threw a non-standard exception";
       }
       in_eval_ = false;
-      if (!broken_.empty()) break;  // nobody to reply to
+      if (broken_) break;  // nobody to reply to
       Frame frame = eval_reply(eval_id_, reply);
       if (frame.size() - kHeaderBytes > kMaxFrame)
         frame = eval_reply(eval_id_, "corral worker error: the reply of " + std::to_string(reply.size()) +
                                          " bytes is over the frame limit");
-      if (!write_frame(frame, error)) return false;
+      if (auto written = write_frame(frame); !written) return written;
     } else if (const Error* e = msg->body_as_Error()) {
-      error = protocol_error(e);
-      return false;
+      return Failure{Failure::Kind::protocol, protocol_error(e)};
     } else if (msg->body_type() == Body::HostReply) {
       // A late reply for an evaluation that has ended: the supervisor should not send it.
       log("ignored a HostReply outside any evaluation (request " + std::to_string(msg->request_id()) + ")");
     } else {
-      error = std::string("unexpected ") + body_name(msg->body_type()) + " from the supervisor";
-      return false;
+      return Failure{Failure::Kind::protocol,
+                     std::string("unexpected ") + body_name(msg->body_type()) + " from the supervisor"};
     }
   }
-  if (eof_) return true;
-  error = broken_;
-  return false;
+  if (eof_) return {};
+  return *broken_;
 }
 
-std::uint64_t WorkerConnection::start_host_call(std::string_view data, std::string& error) {
-  if (!in_eval_) {
-    error = "host calls are only possible while an evaluation runs (inside the handler)";
-    return 0;
-  }
-  if (!broken_.empty()) {
-    error = broken_;
-    return 0;
-  }
+Result<std::uint64_t> WorkerConnection::start_host_call(std::string_view data) {
+  if (!in_eval_)
+    return Failure{Failure::Kind::invalid, "host calls are only possible while an evaluation runs (inside the handler)"};
+  if (broken_) return *broken_;
   const std::uint64_t call_id = next_call_id_++;
   Frame frame = host_call_frame(eval_id_, call_id, data);
-  if (frame.size() - kHeaderBytes > kMaxFrame) {
-    error = "host call of " + std::to_string(data.size()) + " bytes is over the frame limit";
-    return 0;
-  }
-  std::string werr;
-  if (!write_frame(frame, werr)) {
-    fail(werr);
-    error = werr;
-    return 0;
+  if (frame.size() - kHeaderBytes > kMaxFrame)
+    return Failure{Failure::Kind::invalid,
+                   "host call of " + std::to_string(data.size()) + " bytes is over the frame limit"};
+  if (auto written = write_frame(frame); !written) {
+    fail(written.error());
+    return written.error();
   }
   pending_.insert(call_id);
   return call_id;
 }
 
-bool WorkerConnection::wait_host_call(std::uint64_t call_id, std::string& reply, std::string& error) {
-  if (!pending_.contains(call_id) && !answers_.contains(call_id)) {
-    error = "no host call " + std::to_string(call_id) + " is in flight";
-    return false;
-  }
-  std::vector<std::uint8_t> payload;
-  while (!answers_.contains(call_id) && broken_.empty()) {
-    std::string rerr;
-    Read r = read_frame(payload, rerr);
-    if (r == Read::eof) {
-      fail("the supervisor closed the channel", true);
+Result<std::string> WorkerConnection::wait_host_call(std::uint64_t call_id) {
+  if (!pending_.contains(call_id) && !answers_.contains(call_id))
+    return Failure{Failure::Kind::invalid, "no host call " + std::to_string(call_id) + " is in flight"};
+  while (!answers_.contains(call_id) && !broken_) {
+    auto payload = read_frame();
+    if (!payload) {
+      fail(payload.error());
       break;
     }
-    if (r == Read::error) {
-      fail(rerr);
+    if (!*payload) {
+      fail({Failure::Kind::closed, "the supervisor closed the channel"}, /*eof=*/true);
       break;
     }
     DecodeError de;
-    const Message* msg = verify_payload(payload, kMaxFrame, de);
+    const Message* msg = verify_payload(**payload, kMaxFrame, de);
     if (!msg) {
-      fail("bad frame from the supervisor: " + de.message);
+      fail({Failure::Kind::protocol, "bad frame from the supervisor: " + de.message});
     } else if (const HostReply* hr = msg->body_as_HostReply()) {
       if (msg->request_id() != eval_id_ || !pending_.contains(hr->call_id())) {
         log("ignored a HostReply for call " + std::to_string(hr->call_id()) + " of request " +
@@ -244,31 +215,26 @@ bool WorkerConnection::wait_host_call(std::uint64_t call_id, std::string& reply,
       }
       pending_.erase(hr->call_id());
       const bool failed = hr->error() && hr->error()->size() > 0;
-      answers_[hr->call_id()] = {!failed, failed ? hr->error()->str() : text(hr->data())};
+      answers_.insert_or_assign(hr->call_id(), failed ? Result<std::string>(Failure{Failure::Kind::refused, hr->error()->str()})
+                                                      : Result<std::string>(text(hr->data())));
     } else if (const Error* e = msg->body_as_Error()) {
-      fail(protocol_error(e));
+      fail({Failure::Kind::protocol, protocol_error(e)});
     } else {
-      fail(std::string("unexpected ") + body_name(msg->body_type()) + " from the supervisor during an evaluation");
+      fail({Failure::Kind::protocol,
+            std::string("unexpected ") + body_name(msg->body_type()) + " from the supervisor during an evaluation"});
     }
   }
   auto it = answers_.find(call_id);
-  if (it == answers_.end()) {
-    error = broken_;
-    return false;
-  }
-  Answer a = std::move(it->second);
+  if (it == answers_.end()) return *broken_;
+  Result<std::string> answer = std::move(it->second);
   answers_.erase(it);
-  if (a.ok) {
-    reply = std::move(a.data);
-    return true;
-  }
-  error = std::move(a.data);
-  return false;
+  return answer;
 }
 
-bool WorkerConnection::host_call(std::string_view data, std::string& reply, std::string& error) {
-  std::uint64_t id = start_host_call(data, error);
-  return id != 0 && wait_host_call(id, reply, error);
+Result<std::string> WorkerConnection::host_call(std::string_view data) {
+  auto id = start_host_call(data);
+  if (!id) return id.error();
+  return wait_host_call(*id);
 }
 
 }  // namespace corral::proto
