@@ -263,7 +263,15 @@ struct Execution::State : std::enable_shared_from_this<State> {
       if (result.message.empty())
         result.message = "CPU time exceeded " + std::to_string(spec.policy->caps.cpu_time->count()) + "ms";
     }
-    sandbox->cgroup.reset();  // kills stragglers, removes the group
+    // Kills stragglers (waiting up to ~1 s for them) and removes the group: off the loop where
+    // launches are. The job holds no work on the loop; a supervisor that stops drains its pool
+    // before its host goes (supervisor/server.cc).
+    if (spec.offload) {
+      std::shared_ptr<Cgroup> group(std::move(sandbox->cgroup));
+      spec.offload([group]() mutable { group.reset(); });
+    } else {
+      sandbox->cgroup.reset();
+    }
   }
 
   // --cpu-time counts the whole tree: poll the cgroup's CPU usage.

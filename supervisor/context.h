@@ -20,11 +20,21 @@ namespace corral::supervisor {
 
 inline constexpr const char* kServerVersion = "corral 0.1.0";
 
+// Members are destroyed in reverse order, and that order is the shutdown order (io.run() has
+// returned: nothing runs on the loop any more): workers, background commands and scopes first,
+// handing their teardown (cgroups, temp dirs) to the pools; then the pools, which finish what
+// they run and release what they drop (its holder does the work in its destructor); the host
+// last, with the cgroup parents and the temp root mount everything above lived in.
 struct Context {
   ServerOptions options;
   std::unique_ptr<SandboxHost> host;  // the isolation layers this host enforces
   std::vector<LayerReport> layers;    // what hello and status report
   std::vector<proto::BoundInfo> defaults;  // the default bounds status reports (server.cc)
+  // File requests run here (Connection::on_file), and temp-dir removals; launches
+  // (ExecSpec::offload) and cgroup teardown on a pool of their own, so that a slow fsync
+  // never delays a launch.
+  std::unique_ptr<BlockingPool> blocking;
+  std::unique_ptr<BlockingPool> launcher;
   std::unique_ptr<ScopeRegistry> scopes;
   std::unique_ptr<BackgroundTable> background;
   std::map<std::string, std::shared_ptr<class Worker>> workers;  // by "scope/name"
@@ -33,11 +43,6 @@ struct Context {
   std::map<uid_t, unsigned> connections_by_uid;  // the same, per peer uid
   unsigned running_commands = 0;
   std::uint64_t launches = 0;  // names each command's cgroup
-  // File requests run here (Connection::on_file), and launches (ExecSpec::offload) on a pool
-  // of their own, so that a slow fsync never delays a launch. Declared last: destroyed first,
-  // so a running job finishes while everything above is still alive.
-  std::unique_ptr<BlockingPool> blocking;
-  std::unique_ptr<BlockingPool> launcher;
 };
 
 }  // namespace corral::supervisor

@@ -12,15 +12,28 @@ namespace corral::supervisor {
 Scope::Scope(std::string id, uid_t owner, std::string temp_root, const SandboxHost* host)
     : id_(std::move(id)), owner_(owner), temp_root_(std::move(temp_root)), host_(host) {}
 
+namespace {
+
+// Removes a scope's temp dir when the last holder lets go: the job on the pool, or the pool
+// dropping that job at shutdown.
+struct TempDirRemoval {
+  std::string dir;
+  ~TempDirRemoval() {
+    std::error_code ec;
+    release_temp_dir(dir);  // a tmpfs: its files go with it
+    // remove_all does not follow symlinks: a link planted in the dir is removed, not its target.
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+}  // namespace
+
 Scope::~Scope() {
   close();
   if (netns_ >= 0) ::close(netns_);
-  if (!dir_.empty()) {
-    std::error_code ec;
-    release_temp_dir(dir_);  // a tmpfs: its files go with it
-    // remove_all does not follow symlinks: a link planted in the dir is removed, not its target.
-    std::filesystem::remove_all(dir_, ec);
-  }
+  if (dir_.empty()) return;
+  auto removal = std::make_shared<TempDirRemoval>(TempDirRemoval{dir_});
+  if (offload) offload([removal]() mutable { removal.reset(); });
 }
 
 StatusOr<std::string> Scope::temp_dir() {
@@ -65,8 +78,14 @@ void Scope::close() {
     if (auto child = weak.lock()) child->close();
 }
 
+std::shared_ptr<Scope> ScopeRegistry::make(std::string id, uid_t owner) {
+  auto scope = std::make_shared<Scope>(std::move(id), owner, temp_root_, host_);
+  scope->offload = offload_;
+  return scope;
+}
+
 std::shared_ptr<Scope> ScopeRegistry::make_implicit(uid_t owner) {
-  return std::make_shared<Scope>("conn-" + std::to_string(next_id_++), owner, temp_root_, host_);
+  return make("conn-" + std::to_string(next_id_++), owner);
 }
 
 std::shared_ptr<Scope> ScopeRegistry::create(uid_t owner, const std::shared_ptr<Scope>& parent, bool detached,
@@ -74,7 +93,7 @@ std::shared_ptr<Scope> ScopeRegistry::create(uid_t owner, const std::shared_ptr<
   // Appended, not `"s" + std::to_string(...)`: GCC 12 at -O3 warns (-Wrestrict) on that.
   std::string id = "s";
   id += std::to_string(next_id_++);
-  auto scope = std::make_shared<Scope>(std::move(id), owner, temp_root_, host_);
+  auto scope = make(std::move(id), owner);
   scope->detached = detached;
   scope->defaults = std::move(defaults);
   scope->ceiling = Ceiling::bounded;
@@ -98,7 +117,7 @@ std::shared_ptr<Scope> ScopeRegistry::default_for(uid_t uid) {
   const std::string id = "default-" + std::to_string(uid);
   auto it = scopes_.find(id);
   if (it != scopes_.end() && !it->second->closed()) return it->second;
-  auto scope = std::make_shared<Scope>(id, uid, temp_root_, host_);
+  auto scope = make(id, uid);
   scope->detached = true;
   scopes_[id] = scope;
   return scope;

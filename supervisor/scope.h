@@ -71,6 +71,9 @@ class Scope : public std::enable_shared_from_this<Scope> {
   // Background commands held by this scope (their ids), for limits and listings.
   std::size_t background_count = 0;
   std::size_t worker_count = 0;
+  // Where the temp dir is removed (a tree of files, a tmpfs's unmount: not on the loop). Empty:
+  // in the destructor. A removal the pool drops at shutdown still happens, on the dropping thread.
+  std::function<void(std::function<void()>)> offload;
 
  private:
   std::string id_;
@@ -89,7 +92,10 @@ class Scope : public std::enable_shared_from_this<Scope> {
 // --scope is given for things that outlive it).
 class ScopeRegistry {
  public:
-  ScopeRegistry(std::string temp_root, const SandboxHost* host) : temp_root_(std::move(temp_root)), host_(host) {}
+  // `offload` runs each scope's temp-dir removal (Scope::offload).
+  ScopeRegistry(std::string temp_root, const SandboxHost* host,
+                std::function<void(std::function<void()>)> offload = {})
+      : temp_root_(std::move(temp_root)), host_(host), offload_(std::move(offload)) {}
 
   // A connection's implicit scope (not listed, not closable by id).
   std::shared_ptr<Scope> make_implicit(uid_t owner);
@@ -103,8 +109,10 @@ class ScopeRegistry {
   std::vector<std::shared_ptr<Scope>> list(uid_t uid) const;
 
  private:
+  std::shared_ptr<Scope> make(std::string id, uid_t owner);
   std::string temp_root_;
   const SandboxHost* host_;
+  std::function<void(std::function<void()>)> offload_;
   std::uint64_t next_id_ = 1;
   std::map<std::string, std::shared_ptr<Scope>> scopes_;
 };

@@ -383,7 +383,10 @@ Status serve(const ServerOptions& options_in) {
   for (const auto& d : ctx.defaults)
     if (!d.enforced) spdlog::warn("default bound {} is not enforced: {}", d.name, d.how);
 
-  ctx.scopes = std::make_unique<ScopeRegistry>(options.temp_root, ctx.host.get());
+  ctx.scopes = std::make_unique<ScopeRegistry>(options.temp_root, ctx.host.get(),
+                                               [pool = ctx.blocking.get()](std::function<void()> job) {
+                                                 pool->submit(std::move(job));
+                                               });
   ctx.background = std::make_unique<BackgroundTable>(io);
   Server server(io, ctx, std::move(listen_fd).value(), signals);
   server.start();
