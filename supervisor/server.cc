@@ -15,6 +15,7 @@
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
 #include <asio/local/stream_protocol.hpp>
+#include <asio/post.hpp>
 #include <asio/signal_set.hpp>
 #include <asio/use_awaitable.hpp>
 #include <cstring>
@@ -168,8 +169,37 @@ class Server {
     int peer_pidfd = -1;
     socklen_t fdlen = sizeof peer_pidfd;
     if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERPIDFD, &peer_pidfd, &fdlen) < 0) peer_pidfd = -1;
-    UniqueFd pidfd_holder(peer_pidfd);
-    const Lineage who = lineage(cred.pid, ::getpid(), peer_pidfd);
+    // The lineage walk reads /proc/PID/status up the peer's ancestry: off the loop. Admissions
+    // in progress count against --max-connections, so a flood of connects is refused here
+    // instead of queueing walks.
+    if (ctx_.connections + admitting_ >= ctx_.options.max_connections) {
+      if (peer_pidfd >= 0) ::close(peer_pidfd);
+      spdlog::warn("refused a connection from pid {}: {} connections open or being admitted (--max-connections)",
+                   cred.pid, ctx_.connections + admitting_);
+      refuse(socket, proto::ErrorCode::too_many_connections,
+             "the supervisor already has " + std::to_string(ctx_.connections + admitting_) +
+                 " connections (serve --max-connections)");
+      return;
+    }
+    ++admitting_;
+    auto pending = std::make_shared<stream_protocol::socket>(std::move(socket));
+    auto pidfd = std::make_shared<UniqueFd>(peer_pidfd);
+    const pid_t self = ::getpid();
+    // The job may outlive this Server (a supervisor stopping drains its pools after the Server
+    // is gone): it touches only the io_context, and the handler runs only while the loop does.
+    ctx_.launcher->submit([this, &io = io_, pending, pidfd, peer, self]() {
+      const Lineage who = lineage(peer.pid, self, pidfd->get());
+      asio::post(io, [this, pending, peer, who]() {
+        --admitting_;
+        if (stopping_) return;
+        admit_checked(std::move(*pending), peer, who);
+      });
+    });
+  }
+
+  // The rest of admit(), back on the loop once the peer's lineage is known.
+  void admit_checked(stream_protocol::socket socket, const Peer& peer, Lineage who) {
+    const ucred cred{peer.pid, peer.uid, peer.gid};
     if (who != Lineage::stranger) {
       spdlog::warn("refused a connection from pid {}: {}", cred.pid,
                    who == Lineage::ours        ? "it runs inside a sandbox of this supervisor"
@@ -221,6 +251,7 @@ class Server {
   stream_protocol::acceptor acceptor_;
   asio::signal_set& signals_;
   std::list<std::weak_ptr<Connection>> connections_;
+  unsigned admitting_ = 0;  // accepted, lineage being checked off the loop
   bool stopping_ = false;
 };
 
