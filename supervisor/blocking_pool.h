@@ -2,7 +2,7 @@
 // these few threads, never on the event loop (docs/design.md "Threads"). Jobs run in the order
 // they were submitted, on whichever thread is free; a job hands its result back to the loop
 // itself (asio::post). What a job holds is bounded by its submitter: a connection reserves a
-// file request's bytes against --max-queued before submitting it (supervisor/connection.h).
+// file request's bytes against --max-queued before submitting it (FileRequests, supervisor/requests.h).
 #pragma once
 
 #include <condition_variable>

@@ -1,147 +1,85 @@
-// Connection: one client of the supervisor. A reader coroutine verifies and dispatches
-// frames; a writer coroutine drains a queue of reply frames; both own the socket. The
-// connection's implicit scope owns everything it started: when the client goes away every
-// command is terminated, reaped, and the scope's temp dir removed.
+// Connection: one client of the supervisor. It owns the client's Transport (the socket, its
+// reader and writer, the bounded reply queue: supervisor/transport.h) and one handler per
+// family of requests (supervisor/requests.h), and is the Session those handlers use.
 //
-// Back-pressure: output chunks are queued for the client; past `max_queued` bytes every
-// command of this connection stops being read (its pipe fills, the command blocks) until
-// the queue drains to half. The client's own requests stop being read while the queued
-// bytes plus the replies already promised (each admitted request reserves its largest
-// reply, at most `max_queued`) are over `max_queued`, and while a worker this client
-// evaluates on cannot take more of its host replies. A client that has not said hello
-// within the hello deadline is disconnected.
+// It routes each frame, answers Hello and StatusRequest itself, and holds the peer's slot of
+// --max-connections and of its uid's quota while the socket is open. The connection's implicit
+// scope owns everything it started: when the client goes away every command is terminated,
+// reaped, and the scope's temp dir removed. A client that has not said hello within the hello
+// deadline is disconnected.
+//
+// Lifetime: the reader and writer coroutines hold the connection; every other callback holds
+// it weakly (Session::weak()).
 #pragma once
-
-#include <sys/types.h>
 
 #include <asio/io_context.hpp>
 #include <asio/local/stream_protocol.hpp>
 #include <asio/steady_timer.hpp>
-#include <asio/awaitable.hpp>
-#include <cstdint>
-#include <deque>
-#include <functional>
-#include <map>
 #include <memory>
-#include <optional>
 
-#include "runtime/execution.h"
 #include "supervisor/context.h"
 #include "supervisor/peer.h"
+#include "supervisor/requests.h"
 #include "supervisor/scope.h"
-#include "worker_proto/codec.h"
-#include "worker_proto/messages.h"
+#include "supervisor/session.h"
+#include "supervisor/transport.h"
 
 namespace corral::supervisor {
 
-class Worker;
-
-class Connection : public std::enable_shared_from_this<Connection> {
+class Connection final : public Session, public Transport::Owner, public std::enable_shared_from_this<Connection> {
  public:
   Connection(asio::io_context& io, asio::local::stream_protocol::socket socket, Peer peer, Context& ctx);
-  ~Connection();
+  ~Connection() override;
 
   void start();
   // Terminates every command and closes the socket. Idempotent.
   void close();
 
-  // True while this client's outgoing queue is over --max-queued: whatever feeds it (a
-  // worker relaying host calls) should stop until wake_feeders() calls it back.
-  bool congested() const { return closed_ || queued_bytes_ > ctx_.options.max_queued; }
-  // Called by a worker whose inbound queue drained: this client's requests may be read again.
-  void wake_reader() { reader_wake_.cancel(); }
+  // Session
+  Context& ctx() override { return ctx_; }
+  asio::io_context& io() override { return io_; }
+  const Peer& peer() const override { return peer_; }
+  const std::shared_ptr<Scope>& implicit_scope() const override { return scope_; }
+  std::weak_ptr<Session> weak() override { return std::weak_ptr<Connection>(shared_from_this()); }
+  void queue(proto::Frame frame, std::function<void()> on_dropped = {}) override {
+    transport_.queue(std::move(frame), std::move(on_dropped));
+  }
+  void reserve(std::uint64_t id, std::uint64_t bytes) override { transport_.reserve(id, bytes); }
+  void release(std::uint64_t id) override { transport_.release(id); }
+  void hold(std::uint64_t bytes) override { transport_.hold(bytes); }
+  void unhold(std::uint64_t bytes) override { transport_.unhold(bytes); }
+  bool congested() const override { return transport_.congested(); }
+  void wake_reader() override { transport_.wake_reader(); }
+  bool closed() const override { return closed_; }
+  bool in_flight(std::uint64_t id) const override { return exec_.running(id) || workers_.evaluating(id); }
+
+  // Transport::Owner
+  void on_frame(const proto::Message& msg, const std::vector<std::uint8_t>& payload) override;
+  bool holds_reading() const override { return workers_.holds_reading(); }
+  void on_pressure(bool over) override { exec_.pause_output(over); }
+  void on_drained() override { workers_.drained(); }
 
  private:
-  asio::awaitable<void> reader();
-  asio::awaitable<void> writer();
-  // `payload` is the frame `msg` was verified in (a request served off the loop keeps a copy).
-  void dispatch(const proto::Message& msg, const std::vector<std::uint8_t>& payload);
   void on_hello(const proto::Message& msg);
-  void on_exec(const proto::Message& msg);
-  void on_cancel(const proto::Message& msg);
   void on_status(const proto::Message& msg);
-  void on_file(const proto::Message& msg, const std::vector<std::uint8_t>& payload);
-  // Runs the next waiting file request on the blocking pool, if none of ours is running.
-  void next_file_job();
-  void on_scope_create(const proto::Message& msg);
-  void on_scope_close(const proto::Message& msg);
-  void on_scope_list(const proto::Message& msg);
-  void on_poll(const proto::Message& msg);
-  void on_background_stop(const proto::Message& msg);
-  void on_authorization(const proto::Message& msg);
-  void on_worker_start(const proto::Message& msg);
-  void on_worker_eval(const proto::Message& msg);
-  void on_host_reply(const proto::Message& msg);
-  void on_worker_stop(const proto::Message& msg);
-  void on_worker_list(const proto::Message& msg);
-  void on_worker_logs(const proto::Message& msg);
-  // The worker a request names (its scope: named, else the peer uid's default); sends the
-  // Error and returns null if there is none this peer may use.
-  std::shared_ptr<Worker> find_worker(std::uint64_t id, const flatbuffers::String* scope, const flatbuffers::String* name);
-  void on_exec_done(std::uint64_t id, const ExecSpec& spec, Result result);
-  // The audit line of one launch. Static: a background command's line is written after its
-  // connection may be long gone.
-  static void log_launch(const Peer& peer, std::uint64_t id, const ExecSpec& spec, const Result& result);
+  void on_cancel(const proto::Message& msg);
   void release_slot();
-  // Queues a frame for the client. `on_dropped` runs if the connection closes before the
-  // frame was handed to the kernel (a background start whose id never left).
-  void queue(proto::Frame frame, std::function<void()> on_dropped = {});
-  // The scope a request names (empty: `fallback`), if this peer may act on it; else sends the
-  // Error for `id` and returns null.
-  // The engine's spec for `req` in `scope` (defaults, limits, the host's layers, the temp
-  // dir), or nullopt after sending the Error for `id`.
-  std::optional<ExecSpec> prepare_spec(std::uint64_t id, const proto::ExecRequest& req, Scope& scope, const char* cgroup_prefix);
-  std::shared_ptr<Scope> scope_for(std::uint64_t id, const flatbuffers::String* name, const std::shared_ptr<Scope>& fallback);
-  void send_error(std::uint64_t id, proto::ErrorCode code, std::string_view message);
-  // Queues `last`, reads nothing more, and closes once it is written (or after the hello
-  // timeout, for a client that does not read).
-  void close_after(proto::Frame last);
-  void update_backpressure();
-  // The replies promised to admitted requests: reserved when admitted, released when the
-  // reply is queued (it then counts as queued).
-  void reserve(std::uint64_t id, std::uint64_t bytes);
-  void release(std::uint64_t id);
-  // True while the reader must not take another request (see the header comment).
-  bool reading_paused() const;
   std::vector<proto::LayerInfo> layer_infos() const;
 
   asio::io_context& io_;
-  asio::local::stream_protocol::socket socket_;
   Peer peer_;
   Context& ctx_;
-  std::shared_ptr<Scope> scope_;                  // the implicit scope
-  std::vector<std::weak_ptr<Scope>> owned_scopes_;  // named, not detached: closed with us
-  asio::steady_timer writer_wake_;
-  asio::steady_timer reader_wake_;    // cancelled when reading may resume
+  std::shared_ptr<Scope> scope_;  // the implicit scope
+  Transport transport_;
   asio::steady_timer hello_deadline_;
-  std::map<std::uint64_t, std::uint64_t> reserved_;  // by request id: bytes promised
-  std::uint64_t reserved_bytes_ = 0;
-  struct Pending {
-    proto::Frame frame;
-    std::function<void()> on_dropped;
-  };
-  std::deque<Pending> queue_;
-  std::uint64_t queued_bytes_ = 0;
-  std::map<std::uint64_t, Execution> running_;
-  // File requests, served one at a time per connection (in the order they came, so that a
-  // write and a later read of the same file keep their order) on the blocking pool. Each holds
-  // its request and its reply's room reserved against --max-queued until its reply is queued.
-  struct FileJob {
-    std::uint64_t id;
-    std::vector<std::uint8_t> payload;  // the request frame
-    std::uint64_t reserved;             // bytes held in reserved_bytes_
-    std::function<proto::Frame(const proto::Message&)> serve;
-  };
-  std::deque<FileJob> file_jobs_;
-  bool file_job_running_ = false;
-  std::map<std::uint64_t, std::weak_ptr<Worker>> evals_;  // evaluations in flight, by request id
-  // Authorized launches waiting for this client's answer: their deadline timers.
-  std::map<std::uint64_t, std::unique_ptr<asio::steady_timer>> authorizations_;
+  ExecRequests exec_{*this};
+  FileRequests files_{*this};
+  ScopeRequests scopes_{*this};
+  BackgroundRequests background_{*this};
+  WorkerRequests workers_{*this};
   bool counted_ = true;  // holds a slot of --max-connections and of its uid's quota
   bool hello_done_ = false;
   bool closed_ = false;
-  bool flush_then_close_ = false;  // a fatal error frame is queued; close once it is written
-  bool paused_ = false;
 };
 
 }  // namespace corral::supervisor

@@ -30,7 +30,7 @@ struct Context {
   std::unique_ptr<SandboxHost> host;  // the isolation layers this host enforces
   std::vector<LayerReport> layers;    // what hello and status report
   std::vector<proto::BoundInfo> defaults;  // the default bounds status reports (server.cc)
-  // File requests run here (Connection::on_file), and temp-dir removals; launches
+  // File requests run here (FileRequests), and temp-dir removals; launches
   // (ExecSpec::offload) and cgroup teardown on a pool of their own, so that a slow fsync
   // never delays a launch.
   std::unique_ptr<BlockingPool> blocking;

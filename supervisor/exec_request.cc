@@ -3,7 +3,10 @@
 #include <filesystem>
 
 #include "runtime/units.h"
+#include "supervisor/audit.h"
+#include "supervisor/background.h"
 #include "supervisor/json_text.h"
+#include "supervisor/requests.h"
 #include "worker_proto/messages.h"
 
 namespace corral::supervisor {
@@ -291,6 +294,141 @@ std::string launch_record(uid_t peer_uid, pid_t peer_pid, std::uint64_t request_
     out["setup_errno"] = result.setup_errno;
   }
   return json_text(out);
+}
+
+}  // namespace corral::supervisor
+
+// ExecRequests: the handler (supervisor/requests.h).
+namespace corral::supervisor {
+
+using proto::ErrorCode;
+
+void ExecRequests::on_exec(const proto::Message& msg) {
+  const std::uint64_t id = msg.request_id();
+  const proto::ExecRequest& req = *msg.body_as_ExecRequest();
+  Context& ctx = s_.ctx();
+  if (id == 0) return s_.send_error(0, ErrorCode::invalid_request, "request_id 0 is reserved for connection-level errors");
+  if (!req.background() && s_.in_flight(id))
+    return s_.send_error(id, ErrorCode::duplicate_request_id,
+                         "request id " + std::to_string(id) + " is already in flight; the running request is unaffected");
+  if (!req.background() && running_.size() >= ctx.options.max_in_flight)
+    return s_.send_error(id, ErrorCode::too_many_requests,
+                         "this connection already has " + std::to_string(running_.size()) +
+                             " requests in flight (serve --max-in-flight)");
+  // A background command outlives the request: without a named scope it goes to the peer
+  // uid's default detached scope.
+  const bool named = req.scope() && req.scope()->size() > 0;
+  auto scope = named ? s_.scope_for(id, req.scope(), nullptr)
+               : req.background() ? ctx.scopes->default_for(s_.peer().uid)
+                                  : s_.implicit_scope();
+  if (!scope) return;
+  if (req.authorize() && req.background())
+    return s_.send_error(id, ErrorCode::invalid_request, "an authorized launch runs in the foreground (no --background)");
+  auto spec = s_.prepare_spec(id, req, *scope, "cmd-");
+  if (!spec) return;
+  if (req.background()) spec->timeout = std::chrono::milliseconds(0);  // owned and cancellable instead
+  ExecSpec logged = *spec;
+  logged.stdin_data.reset();
+
+  if (req.background()) {
+    // The record outlives this connection: its audit line needs the peer, not the connection.
+    auto started = ctx.background->start(std::move(*spec), scope, s_.peer().uid,
+                                         [peer = s_.peer(), id, logged](const Result& r) { log_launch(peer, id, logged, r); });
+    if (!started.ok()) return s_.send_error(id, ErrorCode::too_many_requests, started.status().message());
+    flatbuffers::FlatBufferBuilder fbb(128);
+    auto body = proto::CreateBackgroundStarted(fbb, fbb.CreateString(*started), fbb.CreateString(scope->id()));
+    BackgroundTable* table = ctx.background.get();
+    s_.queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::BackgroundStarted, body.Union())),
+             [table, bg = *started] { table->abandon(bg); });
+    return;
+  }
+
+  // Every callback below holds the session weakly, and this handler only once it locked it
+  // (the handler lives as long as its session).
+  std::weak_ptr<Session> weak = s_.weak();
+  if (req.authorize()) {
+    // Prepared up to exec, then the client is asked; it runs only on a grant in time.
+    spec->hold_for_authorization = true;
+    spec->on_prepared = [this, weak, id, description = authorization_description(*spec, scope->id())] {
+      auto keep = weak.lock();
+      if (!keep || s_.closed()) return;
+      flatbuffers::FlatBufferBuilder fbb(description.size() + 64);
+      const auto deadline = s_.ctx().options.authorization_deadline;
+      auto body = proto::CreateAuthorizationRequest(fbb, fbb.CreateString(description),
+                                                    static_cast<std::uint64_t>(deadline.count()));
+      s_.queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::AuthorizationRequest, body.Union())));
+      auto timer = std::make_unique<asio::steady_timer>(s_.io(), deadline);
+      timer->async_wait([this, weak, id](std::error_code ec) {
+        auto alive = weak.lock();
+        if (ec || !alive || !authorizations_.erase(id)) return;
+        if (auto it = running_.find(id); it != running_.end()) it->second.authorize(false, "the authorization deadline passed");
+      });
+      authorizations_[id] = std::move(timer);
+    };
+  }
+
+  auto sink = [this, weak, id](StreamId stream, std::string_view data) {
+    if (auto keep = weak.lock())
+      s_.queue(proto::make_output(id, stream == StreamId::err ? proto::Stream::err : proto::Stream::out, data));
+  };
+  const std::uint64_t hook = scope->attach([this, weak, id] {
+    if (auto keep = weak.lock())
+      if (auto it = running_.find(id); it != running_.end()) it->second.terminate();
+  });
+  // The count and the audit line happen whether or not the session is still there.
+  auto done = [this, weak, ctx = &ctx, peer = s_.peer(), id, scope, hook, logged = std::move(logged)](Result result) {
+    scope->detach(hook);
+    --ctx->running_commands;
+    log_launch(peer, id, logged, result);
+    if (auto keep = weak.lock()) on_done(id, std::move(result));
+  };
+  // The final reply carries the retained output: promise its room now, not when it completes.
+  s_.reserve(id, spec->max_output + kReplyOverheadBytes);
+  ++ctx.running_commands;
+  auto [it, inserted] = running_.emplace(id, Execution::start(s_.io(), std::move(*spec), sink, done));
+  if (paused_) it->second.pause_output();
+}
+
+void ExecRequests::on_done(std::uint64_t id, Result result) {
+  authorizations_.erase(id);
+  s_.release(id);
+  s_.queue(make_exec_result(id, result));
+  running_.erase(id);
+}
+
+void ExecRequests::log_launch(const Peer& peer, std::uint64_t id, const ExecSpec& spec, const Result& result) {
+  audit("launch " + launch_record(peer.uid, peer.pid, id, spec, result));
+}
+
+bool ExecRequests::on_cancel(const proto::Message& msg) {
+  auto it = running_.find(msg.request_id());
+  if (it == running_.end()) return false;
+  if (msg.body_as_Cancel()->force()) it->second.terminate();
+  else it->second.stop();
+  return true;
+}
+
+void ExecRequests::on_authorization(const proto::Message& msg) {
+  const std::uint64_t id = msg.request_id();
+  auto pending = authorizations_.find(id);
+  auto running = running_.find(id);
+  if (pending == authorizations_.end() || running == running_.end())
+    // A grant launches at most once; a late or repeated answer changes nothing.
+    return s_.send_error(id, ErrorCode::unknown_request_id, "no authorization is pending for request " + std::to_string(id));
+  authorizations_.erase(pending);  // cancels its deadline
+  const proto::Authorization& a = *msg.body_as_Authorization();
+  std::string reason = proto::str(a.reason());
+  running->second.authorize(a.grant(), reason.empty() ? "denied by the client" : "denied by the client: " + reason);
+}
+
+void ExecRequests::pause_output(bool paused) {
+  paused_ = paused;
+  for (auto& [id, exec] : running_) paused ? exec.pause_output() : exec.resume_output();
+}
+
+void ExecRequests::close() {
+  authorizations_.clear();  // their commands are terminated below: "not launched"
+  for (auto& [id, exec] : running_) exec.terminate();
 }
 
 }  // namespace corral::supervisor

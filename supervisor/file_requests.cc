@@ -5,13 +5,15 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <asio/post.hpp>
 #include <memory>
 
 #include "runtime/file_tools.h"
 #include "runtime/host_path.h"
 #include "runtime/policy.h"
-#include "supervisor/exec_request.h"
 #include "runtime/units.h"
+#include "supervisor/exec_request.h"
+#include "supervisor/requests.h"
 #include "worker_proto/messages.h"
 
 namespace corral::supervisor {
@@ -175,6 +177,75 @@ proto::Frame handle_write(std::uint64_t id, const proto::WriteRequest& req, cons
 }
 proto::Frame handle_list(std::uint64_t id, const proto::ListRequest& req, const FileContext& ctx) {
   return as_peer(handle_list_as_peer, id, req, ctx);
+}
+
+}  // namespace corral::supervisor
+
+// FileRequests: the handler (supervisor/requests.h).
+namespace corral::supervisor {
+
+void FileRequests::on_file(const proto::Message& msg, const std::vector<std::uint8_t>& payload) {
+  const std::uint64_t id = msg.request_id();
+  if (id == 0)
+    return s_.send_error(0, proto::ErrorCode::invalid_request, "request_id 0 is reserved for connection-level errors");
+  const proto::Body type = msg.body_type();
+  const flatbuffers::String* name = type == proto::Body::ReadRequest    ? msg.body_as_ReadRequest()->scope()
+                                   : type == proto::Body::WriteRequest ? msg.body_as_WriteRequest()->scope()
+                                                                       : msg.body_as_ListRequest()->scope();
+  auto scope = s_.scope_for(id, name, s_.implicit_scope());
+  if (!scope) return;
+  auto temp = scope->temp_dir();
+  if (!temp.ok())
+    return s_.send_error(id, proto::ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
+  const ServerOptions& options = s_.ctx().options;
+  // Everything the job needs, by value: it runs on another thread, and may outlive us.
+  auto fc = std::make_shared<FileContext>(
+      FileContext{*temp, options.max_frame, scope->defaults, scope->ceiling, options.hidden_paths, nullptr});
+  auto creds = std::make_shared<Credentials>(s_.peer().credentials());
+  fc->peer = creds.get();
+  // The reply's room: a read's window (what it asks, else the default; at most a frame), a
+  // listing's (1 MiB: 10,000 entries), a write's (small). Plus the request itself, held until then.
+  std::uint64_t reply = kReplyOverheadBytes;
+  if (type == proto::Body::ReadRequest) {
+    const proto::ReadRequest& r = *msg.body_as_ReadRequest();
+    const std::uint64_t window = r.max_bytes() ? r.max_bytes() : r.binary() ? files::kDefaultReadBytes : files::kDefaultReadText;
+    reply += std::min<std::uint64_t>(window, options.max_frame);
+  } else if (type == proto::Body::ListRequest) {
+    reply += 1 << 20;
+  }
+  const std::uint64_t bytes = std::min<std::uint64_t>(payload.size() + reply, options.max_queued);
+  s_.hold(bytes);
+  jobs_.push_back({id, payload, bytes, [fc, creds, type](const proto::Message& m) {
+                     const std::uint64_t rid = m.request_id();
+                     if (type == proto::Body::ReadRequest) return handle_read(rid, *m.body_as_ReadRequest(), *fc);
+                     if (type == proto::Body::WriteRequest) return handle_write(rid, *m.body_as_WriteRequest(), *fc);
+                     return handle_list(rid, *m.body_as_ListRequest(), *fc);
+                   }});
+  next();
+}
+
+void FileRequests::next() {
+  if (running_ || jobs_.empty() || s_.closed()) return;
+  running_ = true;
+  auto job = std::make_shared<Job>(std::move(jobs_.front()));
+  jobs_.pop_front();
+  s_.ctx().blocking->submit([this, job, weak = s_.weak(), executor = s_.io().get_executor()] {
+    // The payload was verified when it was read; this copy is the same bytes.
+    auto reply = std::make_shared<proto::Frame>(job->serve(*flatbuffers::GetRoot<proto::Message>(job->payload.data())));
+    asio::post(executor, [this, job, weak, reply] {
+      auto keep = weak.lock();
+      if (!keep) return;
+      s_.unhold(job->held);
+      running_ = false;
+      s_.queue(std::move(*reply));
+      next();
+    });
+  });
+}
+
+void FileRequests::close() {
+  for (const auto& j : jobs_) s_.unhold(j.held);
+  jobs_.clear();
 }
 
 }  // namespace corral::supervisor

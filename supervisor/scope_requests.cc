@@ -1,8 +1,8 @@
-// Connection handlers for scopes and background commands.
+// ScopeRequests: the handler of scope requests (supervisor/requests.h).
 #include "runtime/units.h"
 #include "supervisor/background.h"
-#include "supervisor/connection.h"
 #include "supervisor/exec_request.h"
+#include "supervisor/requests.h"
 #include "worker_proto/messages.h"
 
 namespace corral::supervisor {
@@ -18,12 +18,12 @@ proto::Frame ack(std::uint64_t id) {
 
 }  // namespace
 
-void Connection::on_scope_create(const proto::Message& msg) {
+void ScopeRequests::on_create(const proto::Message& msg) {
   const std::uint64_t id = msg.request_id();
   const proto::ScopeCreate& req = *msg.body_as_ScopeCreate();
   std::shared_ptr<Scope> parent;
   if (req.parent() && req.parent()->size() > 0) {
-    parent = scope_for(id, req.parent(), nullptr);
+    parent = s_.scope_for(id, req.parent(), nullptr);
     if (!parent) return;
   }
   // The child's own policy, narrowed against its parent's (a top-level scope has no ceiling
@@ -31,12 +31,12 @@ void Connection::on_scope_create(const proto::Message& msg) {
   PolicyRequest asked;
   if (auto m = req.mode(); m.has_value()) {
     auto mode = from_wire(*m);
-    if (!mode.ok()) return send_error(id, ErrorCode::invalid_request, mode.status().message());
+    if (!mode.ok()) return s_.send_error(id, ErrorCode::invalid_request, mode.status().message());
     asked.mode = *mode;
   }
   if (auto n = req.network(); n.has_value()) {
     auto net = from_wire(*n);
-    if (!net.ok()) return send_error(id, ErrorCode::invalid_request, net.status().message());
+    if (!net.ok()) return s_.send_error(id, ErrorCode::invalid_request, net.status().message());
     asked.network = *net;
   }
   Policy own;
@@ -49,48 +49,48 @@ void Connection::on_scope_create(const proto::Message& msg) {
   if (req.cpu_time_ms()) own.caps.cpu_time = std::chrono::milliseconds(req.cpu_time_ms());
   if (req.cpus() != 0) own.caps.cpus = req.cpus();
   if (req.max_file_size()) own.caps.max_file_size = req.max_file_size();
-  const Credentials creds = peer_.credentials();
-  if (Status st = normalize(own, &creds); !st.ok()) return send_error(id, ErrorCode::invalid_request, st.message());
+  const Credentials creds = s_.peer().credentials();
+  if (Status st = normalize(own, &creds); !st.ok()) return s_.send_error(id, ErrorCode::invalid_request, st.message());
   asked.workspaces = std::move(own.workspaces);
   asked.deny_read = std::move(own.deny_read);
   asked.protect = std::move(own.protect);
   asked.caps = own.caps;
   auto defaults = parent ? narrow(parent->defaults, parent->ceiling, asked) : narrow(Policy{}, Ceiling::none, asked);
   if (!defaults.ok()) {
-    send_error(id, defaults.status().code() == StatusCode::refused ? ErrorCode::refused_by_policy : ErrorCode::invalid_request,
+    s_.send_error(id, defaults.status().code() == StatusCode::refused ? ErrorCode::refused_by_policy : ErrorCode::invalid_request,
                defaults.status().message());
     return;
   }
-  if (Status st = ctx_.host->check(*defaults); !st.ok()) return send_error(id, ErrorCode::unsupported, st.message());
-  auto scope = ctx_.scopes->create(peer_.uid, parent, req.detach(), std::move(defaults).value());
-  if (!req.detach()) owned_scopes_.push_back(scope);
+  if (Status st = s_.ctx().host->check(*defaults); !st.ok()) return s_.send_error(id, ErrorCode::unsupported, st.message());
+  auto scope = s_.ctx().scopes->create(s_.peer().uid, parent, req.detach(), std::move(defaults).value());
+  if (!req.detach()) owned_.push_back(scope);
   auto temp = scope->temp_dir();
   if (!temp.ok()) {
-    ctx_.scopes->close(scope);
-    send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
+    s_.ctx().scopes->close(scope);
+    s_.send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
     return;
   }
   flatbuffers::FlatBufferBuilder fbb(128);
   auto body = proto::CreateScopeCreated(fbb, fbb.CreateString(scope->id()), fbb.CreateString(*temp));
-  queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::ScopeCreated, body.Union())));
+  s_.queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::ScopeCreated, body.Union())));
 }
 
-void Connection::on_scope_close(const proto::Message& msg) {
+void ScopeRequests::on_close(const proto::Message& msg) {
   const std::uint64_t id = msg.request_id();
-  auto scope = scope_for(id, msg.body_as_ScopeClose()->id(), nullptr);
+  auto scope = s_.scope_for(id, msg.body_as_ScopeClose()->id(), nullptr);
   if (!scope) {
     if (!msg.body_as_ScopeClose()->id() || msg.body_as_ScopeClose()->id()->size() == 0)
-      send_error(id, ErrorCode::invalid_request, "ScopeClose needs the scope's id");
+      s_.send_error(id, ErrorCode::invalid_request, "ScopeClose needs the scope's id");
     return;
   }
-  ctx_.scopes->close(scope);
-  queue(ack(id));
+  s_.ctx().scopes->close(scope);
+  s_.queue(ack(id));
 }
 
-void Connection::on_scope_list(const proto::Message& msg) {
+void ScopeRequests::on_list(const proto::Message& msg) {
   flatbuffers::FlatBufferBuilder fbb(1024);
   std::vector<flatbuffers::Offset<proto::ScopeInfo>> infos;
-  for (const auto& s : ctx_.scopes->list(peer_.uid)) {
+  for (const auto& s : s_.ctx().scopes->list(s_.peer().uid)) {
     auto parent = s->parent.lock();
     const Policy& p = s->defaults;
     auto ws = fbb.CreateVectorOfStrings(p.workspaces);
@@ -121,16 +121,12 @@ void Connection::on_scope_list(const proto::Message& msg) {
     infos.push_back(b.Finish());
   }
   auto body = proto::CreateScopeList(fbb, fbb.CreateVector(infos));
-  queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::ScopeList, body.Union())));
+  s_.queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::ScopeList, body.Union())));
 }
 
-void Connection::on_poll(const proto::Message& msg) {
-  queue(ctx_.background->poll(msg.request_id(), proto::str(msg.body_as_Poll()->id()), peer_.uid));
-}
-
-void Connection::on_background_stop(const proto::Message& msg) {
-  const proto::BackgroundStop& req = *msg.body_as_BackgroundStop();
-  queue(ctx_.background->stop(msg.request_id(), proto::str(req.id()), req.force(), peer_.uid));
+void ScopeRequests::close() {
+  for (auto& weak : owned_)
+    if (auto s = weak.lock()) s_.ctx().scopes->close(s);
 }
 
 }  // namespace corral::supervisor

@@ -1,4 +1,4 @@
-// Connection handlers for workers and their host channels.
+// WorkerRequests: the handler of worker requests and their host channels (supervisor/requests.h).
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "supervisor/connection.h"
+#include "supervisor/requests.h"
 #include "supervisor/exec_request.h"
 #include "supervisor/worker.h"
 #include "worker_proto/messages.h"
@@ -83,37 +83,37 @@ StatusOr<HostPath> check_trusted(const std::string& path, const Policy& policy, 
 
 }  // namespace
 
-std::shared_ptr<Worker> Connection::find_worker(std::uint64_t id, const flatbuffers::String* scope_name,
+std::shared_ptr<Worker> WorkerRequests::find(std::uint64_t id, const flatbuffers::String* scope_name,
                                                 const flatbuffers::String* name) {
   const bool named = scope_name && scope_name->size() > 0;
-  auto scope = named ? scope_for(id, scope_name, nullptr) : ctx_.scopes->default_for(peer_.uid);
+  auto scope = named ? s_.scope_for(id, scope_name, nullptr) : s_.ctx().scopes->default_for(s_.peer().uid);
   if (!scope) return nullptr;
-  auto it = ctx_.workers.find(worker_key(*scope, proto::str(name)));
-  if (it == ctx_.workers.end()) {
-    send_error(id, ErrorCode::not_found, "no worker '" + proto::str(name) + "' in scope " + scope->id());
+  auto it = s_.ctx().workers.find(worker_key(*scope, proto::str(name)));
+  if (it == s_.ctx().workers.end()) {
+    s_.send_error(id, ErrorCode::not_found, "no worker '" + proto::str(name) + "' in scope " + scope->id());
     return nullptr;
   }
   return it->second;
 }
 
-void Connection::on_worker_start(const proto::Message& msg) {
+void WorkerRequests::on_start(const proto::Message& msg) {
   const std::uint64_t id = msg.request_id();
   const proto::WorkerStart& req = *msg.body_as_WorkerStart();
   const bool named = req.scope() && req.scope()->size() > 0;
-  auto scope = named ? scope_for(id, req.scope(), nullptr) : ctx_.scopes->default_for(peer_.uid);
+  auto scope = named ? s_.scope_for(id, req.scope(), nullptr) : s_.ctx().scopes->default_for(s_.peer().uid);
   if (!scope) return;
   const std::string name = proto::str(req.name());
   if (!valid_name(name)) {
-    send_error(id, ErrorCode::invalid_request, "worker name must be 1-64 of [A-Za-z0-9._-], got '" + name + "'");
+    s_.send_error(id, ErrorCode::invalid_request, "worker name must be 1-64 of [A-Za-z0-9._-], got '" + name + "'");
     return;
   }
   const std::string key = worker_key(*scope, name);
-  if (ctx_.workers.count(key)) {
-    send_error(id, ErrorCode::invalid_request, "scope " + scope->id() + " already has a worker named '" + name + "'");
+  if (s_.ctx().workers.count(key)) {
+    s_.send_error(id, ErrorCode::invalid_request, "scope " + scope->id() + " already has a worker named '" + name + "'");
     return;
   }
   if (scope->worker_count >= kMaxWorkersPerScope) {
-    send_error(id, ErrorCode::too_many_requests, "scope " + scope->id() + " already has " +
+    s_.send_error(id, ErrorCode::too_many_requests, "scope " + scope->id() + " already has " +
                                                      std::to_string(scope->worker_count) + " workers (the limit is " +
                                                      std::to_string(kMaxWorkersPerScope) + ")");
     return;
@@ -126,7 +126,7 @@ void Connection::on_worker_start(const proto::Message& msg) {
     std::string error;
     python = python_dir(error);
     if (python.empty()) {
-      send_error(id, ErrorCode::unsupported, error);
+      s_.send_error(id, ErrorCode::unsupported, error);
       return;
     }
     argv = {"/usr/bin/python3", "-I", "-B", "-u", python + "/corral_eval_worker.py", python};
@@ -134,7 +134,7 @@ void Connection::on_worker_start(const proto::Message& msg) {
     for (const auto* a : *req.argv()) argv.push_back(a ? a->str() : std::string());
   }
   if (argv.empty()) {
-    send_error(id, ErrorCode::invalid_request, "no worker program: give argv (an absolute path first) or python");
+    s_.send_error(id, ErrorCode::invalid_request, "no worker program: give argv (an absolute path first) or python");
     return;
   }
   std::vector<flatbuffers::Offset<proto::EnvVar>> env;
@@ -168,12 +168,12 @@ void Connection::on_worker_start(const proto::Message& msg) {
   if (req.pids()) b.add_pids(*req.pids());
   b.add_cpus(req.cpus());
   fbb.Finish(b.Finish());
-  auto spec = prepare_spec(id, *flatbuffers::GetRoot<proto::ExecRequest>(fbb.GetBufferPointer()), *scope, "worker-");
+  auto spec = s_.prepare_spec(id, *flatbuffers::GetRoot<proto::ExecRequest>(fbb.GetBufferPointer()), *scope, "worker-");
   if (!spec) return;
-  const Credentials creds = peer_.credentials();
+  const Credentials creds = s_.peer().credentials();
   auto program = check_trusted(argv[0], *spec->policy, spec->temp_dir, creds, "the worker program", true);
   if (!program.ok()) {
-    send_error(id, ErrorCode::invalid_request, program.status().message());
+    s_.send_error(id, ErrorCode::invalid_request, program.status().message());
     return;
   }
   spec->program_fd = program->fd;
@@ -181,12 +181,12 @@ void Connection::on_worker_start(const proto::Message& msg) {
     // The script runs from the descriptor checked here, as /dev/fd/4 inside.
     auto script = check_trusted(spec->argv[4], *spec->policy, spec->temp_dir, creds, "the worker script", false);
     if (!script.ok()) {
-      send_error(id, ErrorCode::invalid_request, script.status().message());
+      s_.send_error(id, ErrorCode::invalid_request, script.status().message());
       return;
     }
     UniqueFd fd(::open(("/proc/self/fd/" + std::to_string(script->get())).c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) {
-      send_error(id, ErrorCode::internal, "cannot open the worker script: " + std::string(std::strerror(errno)));
+      s_.send_error(id, ErrorCode::internal, "cannot open the worker script: " + std::string(std::strerror(errno)));
       return;
     }
     spec->script_fd = std::make_shared<UniqueFd>(std::move(fd));
@@ -195,92 +195,93 @@ void Connection::on_worker_start(const proto::Message& msg) {
     spec->argv.push_back(script_dir);
   }
   const auto idle = req.idle_timeout_ms() ? std::chrono::milliseconds(req.idle_timeout_ms()) : kDefaultIdleTimeout;
-  Context* ctx = &ctx_;
+  Context* ctx = &s_.ctx();
   std::weak_ptr<Scope> weak_scope = scope;
-  auto worker = std::make_shared<Worker>(io_, name, scope, peer_.uid, std::move(*spec), idle,
-                                         ctx_.options.max_frame, ctx_.options.max_worker_queued, [ctx, key, weak_scope] {
+  auto worker = std::make_shared<Worker>(s_.io(), name, scope, s_.peer().uid, std::move(*spec), idle,
+                                         s_.ctx().options.max_frame, s_.ctx().options.max_worker_queued, [ctx, key, weak_scope] {
                                            ctx->workers.erase(key);
                                            if (auto s = weak_scope.lock()) --s->worker_count;
                                          });
   // The name is taken from now on; the reply waits until the worker is ready (or is not).
-  ctx_.workers[key] = worker;
+  s_.ctx().workers[key] = worker;
   ++scope->worker_count;
-  std::weak_ptr<Connection> weak = shared_from_this();
   std::weak_ptr<Worker> weak_worker = worker;
-  auto on_ready = [weak, weak_worker, id, name, scope_id = scope->id(), argv0 = argv[0]](Status st) {
+  auto on_ready = [this, weak = s_.weak(), weak_worker, id, name, scope_id = scope->id(), argv0 = argv[0]](Status st) {
     auto w = weak_worker.lock();
     if (!st.ok()) {
       spdlog::warn("worker start scope={} name={} argv0=\"{}\": {}", scope_id, name, argv0, st.message());
       if (w) w->stop(/*force=*/true);  // leaves the registry
     }
-    auto c = weak.lock();
-    if (!c) return;
-    if (!st.ok()) return c->send_error(id, ErrorCode::internal, st.message());
+    auto keep = weak.lock();
+    if (!keep) return;
+    if (!st.ok()) return s_.send_error(id, ErrorCode::internal, st.message());
     flatbuffers::FlatBufferBuilder out(128);
     auto body = proto::CreateWorkerStarted(out, out.CreateString(name), out.CreateString(scope_id));
-    c->queue(proto::finish_frame(out, proto::CreateMessage(out, id, proto::Body::WorkerStarted, body.Union())));
+    s_.queue(proto::finish_frame(out, proto::CreateMessage(out, id, proto::Body::WorkerStarted, body.Union())));
   };
   if (Status st = worker->start(on_ready); !st.ok()) {
     worker->stop(/*force=*/true);
-    send_error(id, ErrorCode::internal, "cannot start worker: " + st.message());
+    s_.send_error(id, ErrorCode::internal, "cannot start worker: " + st.message());
     return;
   }
-  spdlog::info("worker start peer_uid={} peer_pid={} scope={} name={} argv0=\"{}\"", peer_.uid, peer_.pid, scope->id(),
+  spdlog::info("worker start peer_uid={} peer_pid={} scope={} name={} argv0=\"{}\"", s_.peer().uid, s_.peer().pid, scope->id(),
                name, argv[0]);
 }
 
-void Connection::on_worker_eval(const proto::Message& msg) {
+void WorkerRequests::on_eval(const proto::Message& msg) {
   const std::uint64_t id = msg.request_id();
   const proto::WorkerEval& req = *msg.body_as_WorkerEval();
   if (id == 0) {
-    send_error(0, ErrorCode::invalid_request, "request_id 0 is reserved for connection-level errors");
+    s_.send_error(0, ErrorCode::invalid_request, "request_id 0 is reserved for connection-level errors");
     return;
   }
-  if (evals_.count(id) || running_.count(id)) {
-    send_error(id, ErrorCode::duplicate_request_id,
+  if (s_.in_flight(id)) {
+    s_.send_error(id, ErrorCode::duplicate_request_id,
                "request id " + std::to_string(id) + " is already in flight; the running request is unaffected");
     return;
   }
-  auto worker = find_worker(id, req.scope(), req.name());
+  auto worker = find(id, req.scope(), req.name());
   if (!worker) return;
   EvalRequest e;
   e.request_id = id;
   if (req.request()) e.data.assign(reinterpret_cast<const char*>(req.request()->data()), req.request()->size());
   if (req.timeout_ms()) {
-    if (req.timeout_ms() > static_cast<std::uint64_t>(ctx_.options.max_timeout.count())) {
-      send_error(id, ErrorCode::invalid_request, "evaluation timeout is over the maximum (serve --max-timeout)");
+    if (req.timeout_ms() > static_cast<std::uint64_t>(s_.ctx().options.max_timeout.count())) {
+      s_.send_error(id, ErrorCode::invalid_request, "evaluation timeout is over the maximum (serve --max-timeout)");
       return;
     }
     e.timeout = std::chrono::milliseconds(req.timeout_ms());
   }
   e.serve_host_calls = req.serve_host_calls();
+  // The worker knows this session by this handler's address, and reaches it only through
+  // these callbacks, which lock the session first.
   e.client = this;
-  std::weak_ptr<Connection> weak = shared_from_this();
-  e.send = [weak, id](proto::Frame frame) {
-    auto c = weak.lock();
-    if (!c) return;
+  std::weak_ptr<Session> weak = s_.weak();
+  e.send = [this, weak, id](proto::Frame frame) {
+    auto keep = weak.lock();
+    if (!keep) return;
     // Anything but a relayed HostCall is the evaluation's final reply.
     const auto* m = proto::GetMessage(frame.data() + proto::kHeaderBytes);
     if (m->body_type() != proto::Body::HostCall) {
-      c->evals_.erase(id);
-      c->release(id);
+      evals_.erase(id);
+      s_.release(id);
     }
-    c->queue(std::move(frame));
+    s_.queue(std::move(frame));
   };
-  e.client_congested = [weak] {
-    auto c = weak.lock();
-    return !c || c->congested();
+  e.client_congested = [this, weak] {
+    auto keep = weak.lock();
+    return !keep || s_.congested();
   };
-  e.wake_client = [weak] {
-    if (auto c = weak.lock()) c->wake_reader();
+  e.wake_client = [this, weak] {
+    if (auto keep = weak.lock()) s_.wake_reader();
   };
   // The worker's reply may be as large as a frame: promise its room now.
-  reserve(id, ctx_.options.max_frame);
+  s_.reserve(id, s_.ctx().options.max_frame);
   evals_[id] = worker;
   worker->evaluate(std::move(e), req.reset());
 }
 
-void Connection::on_host_reply(const proto::Message& msg) {
+void WorkerRequests::on_host_reply(const proto::Message& msg) {
   const std::uint64_t id = msg.request_id();
   const proto::HostReply& r = *msg.body_as_HostReply();
   auto it = evals_.find(id);
@@ -288,27 +289,27 @@ void Connection::on_host_reply(const proto::Message& msg) {
   std::string data;
   if (r.data()) data.assign(reinterpret_cast<const char*>(r.data()->data()), r.data()->size());
   if (!worker || !worker->host_reply(this, id, r.call_id(), std::move(data), proto::str(r.error())))
-    send_error(id, ErrorCode::channel_closed,
+    s_.send_error(id, ErrorCode::channel_closed,
                "no open host channel for request " + std::to_string(id) + " call " + std::to_string(r.call_id()) +
                    " (its evaluation has ended); the reply was not delivered");
 }
 
-void Connection::on_worker_stop(const proto::Message& msg) {
+void WorkerRequests::on_stop(const proto::Message& msg) {
   const proto::WorkerStop& req = *msg.body_as_WorkerStop();
-  auto worker = find_worker(msg.request_id(), req.scope(), req.name());
+  auto worker = find(msg.request_id(), req.scope(), req.name());
   if (!worker) return;
   worker->stop(req.force());
   flatbuffers::FlatBufferBuilder fbb(64);
-  queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::Ack, proto::CreateAck(fbb).Union())));
+  s_.queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::Ack, proto::CreateAck(fbb).Union())));
 }
 
-void Connection::on_worker_list(const proto::Message& msg) {
+void WorkerRequests::on_list(const proto::Message& msg) {
   const std::string only = proto::str(msg.body_as_WorkerListRequest()->scope());
   flatbuffers::FlatBufferBuilder fbb(512);
   std::vector<flatbuffers::Offset<proto::WorkerInfo>> infos;
-  for (const auto& [key, w] : ctx_.workers) {
-    if (!w->scope()->permits(peer_.uid) || w->owner() != peer_.uid) {
-      if (peer_.uid != 0) continue;
+  for (const auto& [key, w] : s_.ctx().workers) {
+    if (!w->scope()->permits(s_.peer().uid) || w->owner() != s_.peer().uid) {
+      if (s_.peer().uid != 0) continue;
     }
     if (!only.empty() && w->scope()->id() != only) continue;
     infos.push_back(proto::CreateWorkerInfo(fbb, fbb.CreateString(w->name()), fbb.CreateString(w->scope()->id()),
@@ -317,18 +318,43 @@ void Connection::on_worker_list(const proto::Message& msg) {
                                             static_cast<std::uint32_t>(std::max(0, static_cast<int>(w->pid())))));
   }
   auto body = proto::CreateWorkerList(fbb, fbb.CreateVector(infos));
-  queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::WorkerList, body.Union())));
+  s_.queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::WorkerList, body.Union())));
 }
 
-void Connection::on_worker_logs(const proto::Message& msg) {
+void WorkerRequests::on_logs(const proto::Message& msg) {
   const proto::WorkerLogsRequest& req = *msg.body_as_WorkerLogsRequest();
-  auto worker = find_worker(msg.request_id(), req.scope(), req.name());
+  auto worker = find(msg.request_id(), req.scope(), req.name());
   if (!worker) return;
   const std::string& logs = worker->logs();
   flatbuffers::FlatBufferBuilder fbb(logs.size() + 64);
   auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(logs.data()), logs.size());
   auto body = proto::CreateWorkerLogs(fbb, data);
-  queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::WorkerLogs, body.Union())));
+  s_.queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::WorkerLogs, body.Union())));
+}
+
+bool WorkerRequests::on_cancel(std::uint64_t id) {
+  auto e = evals_.find(id);
+  if (e == evals_.end()) return false;
+  if (auto w = e->second.lock()) w->cancel(this, id);
+  return true;
+}
+
+bool WorkerRequests::holds_reading() const {
+  for (const auto& [id, weak] : evals_)
+    if (auto w = weak.lock(); w && !w->accepts_host_replies()) return true;
+  return false;
+}
+
+void WorkerRequests::drained() {
+  for (auto& [id, weak] : evals_)
+    if (auto w = weak.lock()) w->client_drained(this);
+}
+
+void WorkerRequests::close() {
+  auto evals = std::move(evals_);
+  evals_.clear();
+  for (auto& [id, weak] : evals)
+    if (auto w = weak.lock()) w->client_gone(this);
 }
 
 }  // namespace corral::supervisor

@@ -1,0 +1,171 @@
+#include "supervisor/transport.h"
+
+#include <array>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/read.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+namespace corral::supervisor {
+
+namespace {
+
+constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
+// The writer hands the kernel up to this much per write: fewer syscalls under streaming.
+constexpr std::size_t kWriteBatchBytes = 256 * 1024;
+// A buffer grown by one large frame is not kept for a connection's life.
+constexpr std::size_t kKeptReadBuffer = 1 << 20;
+
+}  // namespace
+
+Transport::Transport(asio::io_context& io, asio::local::stream_protocol::socket socket, Owner& owner, Limits limits)
+    : socket_(std::move(socket)), owner_(owner), limits_(limits), writer_wake_(io), reader_wake_(io), linger_(io) {
+  writer_wake_.expires_at(std::chrono::steady_clock::time_point::max());
+}
+
+asio::awaitable<void> Transport::reader() {
+  std::array<std::uint8_t, proto::kHeaderBytes> header;
+  std::vector<std::uint8_t> payload;
+  while (!closed_ && !flush_then_close_) {
+    if (reading_paused()) {
+      reader_wake_.expires_at(std::chrono::steady_clock::time_point::max());
+      co_await reader_wake_.async_wait(use_tuple);
+      continue;
+    }
+    auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(header), use_tuple);
+    if (ec) break;
+    const std::uint32_t len = proto::read_length(header.data());
+    if (len > limits_.max_frame) {
+      // The stream cannot be resynchronised without reading the payload: refuse and close.
+      close_after(proto::make_error(0, proto::ErrorCode::frame_too_large,
+                                    "frame of " + std::to_string(len) + " bytes is over the " +
+                                        std::to_string(limits_.max_frame) + "-byte limit; closing the connection"));
+      break;
+    }
+    payload.resize(len);
+    auto [ec2, n2] = co_await asio::async_read(socket_, asio::buffer(payload), use_tuple);
+    if (ec2) break;
+    proto::DecodeError err;
+    const proto::Message* msg = proto::verify_payload(payload, limits_.max_frame, err);
+    if (!msg) {
+      queue(proto::make_error(0, err.code, err.message));
+      continue;
+    }
+    owner_.on_frame(*msg, payload);
+    if (payload.capacity() > kKeptReadBuffer) payload = {};
+  }
+}
+
+asio::awaitable<void> Transport::writer() {
+  std::vector<proto::Frame> batch;
+  std::vector<std::function<void()>> dropped;  // for the batch's frames, if the write fails
+  std::vector<asio::const_buffer> buffers;
+  while (!closed_) {
+    if (queue_.empty()) {
+      if (flush_then_close_) break;
+      co_await writer_wake_.async_wait(use_tuple);
+      continue;
+    }
+    batch.clear();
+    dropped.clear();
+    buffers.clear();
+    std::size_t bytes = 0;
+    while (!queue_.empty() && (batch.empty() || bytes + queue_.front().frame.size() <= kWriteBatchBytes)) {
+      bytes += queue_.front().frame.size();
+      batch.push_back(std::move(queue_.front().frame));
+      if (queue_.front().on_dropped) dropped.push_back(std::move(queue_.front().on_dropped));
+      queue_.pop_front();
+      buffers.emplace_back(asio::buffer(batch.back()));
+    }
+    auto [ec, n] = co_await asio::async_write(socket_, buffers, use_tuple);
+    if (ec)
+      for (auto& f : dropped) f();  // never reached the client
+    if (closed_) break;
+    queued_bytes_ -= bytes;
+    update_pressure();
+    if (!reading_paused()) reader_wake_.cancel();
+    if (!congested()) owner_.on_drained();
+    if (ec) break;
+  }
+}
+
+void Transport::queue(proto::Frame frame, std::function<void()> on_dropped) {
+  if (closed_) {
+    if (on_dropped) on_dropped();
+    return;
+  }
+  queued_bytes_ += frame.size();
+  queue_.push_back({std::move(frame), std::move(on_dropped)});
+  writer_wake_.cancel();
+  update_pressure();
+}
+
+void Transport::close_after(proto::Frame last) {
+  if (closed_ || flush_then_close_) return;
+  queue(std::move(last));
+  flush_then_close_ = true;
+  reader_wake_.cancel();
+  writer_wake_.cancel();
+  // The reader may be blocked in a read: ending the read side ends it.
+  std::error_code ignored;
+  socket_.shutdown(asio::socket_base::shutdown_receive, ignored);
+  // The timer's handler runs only while this transport lives: close() cancels it, and the
+  // owner closes us before it goes.
+  linger_.expires_after(limits_.linger);
+  linger_.async_wait([this](std::error_code ec) {
+    if (!ec) close();
+  });
+}
+
+void Transport::close() {
+  if (closed_) return;
+  closed_ = true;
+  reader_wake_.cancel();
+  writer_wake_.cancel();
+  linger_.cancel();
+  std::error_code ignored;
+  socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+  socket_.close(ignored);
+  auto dropped = std::move(queue_);
+  queue_.clear();
+  queued_bytes_ = 0;
+  for (auto& p : dropped)
+    if (p.on_dropped) p.on_dropped();
+}
+
+void Transport::reserve(std::uint64_t id, std::uint64_t bytes) {
+  bytes = std::min<std::uint64_t>(bytes, limits_.max_queued);
+  reserved_[id] += bytes;
+  reserved_bytes_ += bytes;
+}
+
+void Transport::release(std::uint64_t id) {
+  auto it = reserved_.find(id);
+  if (it == reserved_.end()) return;
+  reserved_bytes_ -= it->second;
+  reserved_.erase(it);
+  if (!reading_paused()) reader_wake_.cancel();
+}
+
+void Transport::unhold(std::uint64_t bytes) {
+  reserved_bytes_ -= bytes;
+  if (!reading_paused()) reader_wake_.cancel();
+}
+
+bool Transport::reading_paused() const {
+  if (closed_) return false;
+  if (queued_bytes_ + reserved_bytes_ > limits_.max_queued) return true;
+  return owner_.holds_reading();
+}
+
+void Transport::update_pressure() {
+  if (!over_ && queued_bytes_ > limits_.max_queued) {
+    over_ = true;
+    owner_.on_pressure(true);
+  } else if (over_ && queued_bytes_ <= limits_.max_queued / 2) {
+    over_ = false;
+    owner_.on_pressure(false);
+  }
+}
+
+}  // namespace corral::supervisor
