@@ -18,7 +18,9 @@
 #include <string_view>
 #include <thread>
 
+#include "runtime/limits.h"
 #include "runtime/unique_fd.h"
+#include "runtime/units.h"
 
 namespace corral {
 namespace cgroup_detail {
@@ -48,10 +50,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kWaitBound{1000};
 constexpr std::chrono::milliseconds kPollInterval{1};
 constexpr std::uint64_t kCpuPeriodUs = 100'000;
-constexpr std::uint64_t kMinMemoryBytes = 1024 * 1024;
-constexpr std::uint64_t kMaxPids = 4'194'304;  // PID_MAX_LIMIT: pids.max refuses more
-constexpr double kMinCpus = 0.01;              // the kernel's minimum quota is 1 ms per period
-constexpr double kMaxCpus = 1024;
+constexpr std::uint64_t kPidMaxLimit = 4'194'304;  // PID_MAX_LIMIT: no pid is larger
 constexpr std::uint64_t kProbeMemoryBytes = 1024 * 1024 * 1024;
 constexpr std::uint64_t kProbePids = 64;
 constexpr double kProbeCpus = 0.5;
@@ -160,7 +159,7 @@ std::vector<std::string> subdirs(const std::string& path) {
 void collect_pids(const std::string& dir, std::map<pid_t, int>& out, int depth = 0) {
   if (auto text = read_file(dir + "/cgroup.procs"))
     for (const auto& t : tokens(*text))
-      if (auto v = parse_u64(t); v && *v > 0 && *v <= kMaxPids) out.emplace(static_cast<pid_t>(*v), 0);
+      if (auto v = parse_u64(t); v && *v > 0 && *v <= kPidMaxLimit) out.emplace(static_cast<pid_t>(*v), 0);
   if (depth < 16)
     for (const auto& sub : subdirs(dir)) collect_pids(sub, out, depth + 1);
 }
@@ -734,15 +733,16 @@ StatusOr<std::unique_ptr<Cgroup>> CgroupManager::create_group(const std::string&
   if (!valid_name(name))
     return Status::invalid("cgroup name \"" + name + "\" must be 1.." + std::to_string(kMaxNameBytes) +
                            " bytes of [A-Za-z0-9._-], not . or .., not starting with corral-");
-  if (limits.memory_bytes && *limits.memory_bytes < kMinMemoryBytes)
-    return Status::invalid("cgroup memory limit " + std::to_string(*limits.memory_bytes) +
-                           " bytes is below the minimum of 1 MiB");
+  using namespace cap_limits;
+  if (limits.memory_bytes && (*limits.memory_bytes < kMinMemory || *limits.memory_bytes > kMaxMemory))
+    return Status::invalid("cgroup memory limit " + std::to_string(*limits.memory_bytes) + " bytes is outside " +
+                           std::to_string(kMinMemory) + ".." + std::to_string(kMaxMemory));
   if (limits.pids && (*limits.pids < 1 || *limits.pids > kMaxPids))
     return Status::invalid("cgroup pids limit " + std::to_string(*limits.pids) + " is outside 1.." +
                            std::to_string(kMaxPids));
   if (limits.cpus && !(std::isfinite(*limits.cpus) && *limits.cpus >= kMinCpus && *limits.cpus <= kMaxCpus))
-    return Status::invalid("cgroup cpu limit " + std::to_string(*limits.cpus) +
-                           " CPUs is outside 0.01..1024");
+    return Status::invalid("cgroup cpu limit " + std::to_string(*limits.cpus) + " CPUs is outside " +
+                           format_rate(kMinCpus) + ".." + format_rate(kMaxCpus));
 
   auto refuse = [](const char* what, const std::string& reason) {
     return Status::error(

@@ -70,3 +70,17 @@ constexpr std::uint64_t default_memory_for(std::uint64_t host_ram) {
 inline constexpr std::uint64_t kMaxTempSize = 1024 * GiB;
 
 }  // namespace corral::limits
+
+// Bounds for caps, the one definition the CLI (tools/options.h), normalize()
+// (runtime/policy.h) and the cgroups (runtime/cgroup.h) all check against: below the minimum
+// nothing useful runs (or the kernel refuses: a CPU quota under 1 ms per 100 ms period); above
+// the maximum is a typo.
+namespace corral::cap_limits {
+inline constexpr std::uint64_t kMinMemory = 4ULL << 20;     // 4 MiB
+inline constexpr std::uint64_t kMaxMemory = 1ULL << 40;     // 1 TiB
+inline constexpr std::uint64_t kMaxPids = 1'000'000;
+inline constexpr double kMinCpus = 0.01;
+inline constexpr double kMaxCpus = 1024;
+inline constexpr std::chrono::milliseconds kMinCpuTime{10};
+inline constexpr std::uint64_t kMaxFileSize = 1ULL << 50;
+}  // namespace corral::cap_limits

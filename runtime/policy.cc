@@ -134,8 +134,9 @@ Status normalize(Policy& policy, const Credentials* peer) {
     return Status::invalid("--memory must be 0 (unlimited) or between 4M and 1024G");
   if (c.limits_pids() && *c.pids > cap_limits::kMaxPids)
     return Status::invalid("--pids must be 0 (unlimited) or between 1 and 1000000");
-  if (c.cpus && (!(*c.cpus > 0) || *c.cpus > cap_limits::kMaxCpus))
-    return Status::invalid("--cpus must be more than 0 and at most 1024");
+  if (c.cpus && !(*c.cpus >= cap_limits::kMinCpus && *c.cpus <= cap_limits::kMaxCpus))
+    return Status::invalid("--cpus must be between " + format_rate(cap_limits::kMinCpus) + " and " +
+                           format_rate(cap_limits::kMaxCpus));
   if (c.cpu_time && *c.cpu_time < cap_limits::kMinCpuTime)
     return Status::invalid("--cpu-time must be at least 10ms");
   if (c.max_file_size && (*c.max_file_size < 1 || *c.max_file_size > cap_limits::kMaxFileSize))
@@ -237,12 +238,7 @@ StatusOr<Policy> narrow(const Policy& scope, Ceiling ceiling, const PolicyReques
   auto bytes = [](std::uint64_t v) { return format_size(v); };
   auto count = [](std::uint64_t v) { return std::to_string(v); };
   auto ms = [](std::chrono::milliseconds v) { return format_duration(v); };
-  auto rate = [](double v) {
-    std::string s = std::to_string(v);
-    s.erase(s.find_last_not_of('0') + 1);
-    if (!s.empty() && s.back() == '.') s.pop_back();
-    return s;
-  };
+  auto rate = [](double v) { return format_rate(v); };
   const Caps& sc = scope.caps;
   const Caps& rc = request.caps;
   if (Status st = narrow_cap("--memory", sc.memory_bytes, rc.memory_bytes, bounded, bytes, out.caps.memory_bytes); !st.ok())

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/host_path.h"
+#include "runtime/limits.h"
 #include "runtime/status.h"
 
 namespace corral {
@@ -55,15 +56,6 @@ struct Caps {
   bool any_cgroup() const { return limits_memory() || limits_pids() || cpu_time || cpus; }
 };
 
-// Bounds for caps: below the minimum nothing useful runs; above the maximum is a typo.
-namespace cap_limits {
-inline constexpr std::uint64_t kMinMemory = 4ULL << 20;     // 4 MiB
-inline constexpr std::uint64_t kMaxMemory = 1ULL << 40;     // 1 TiB
-inline constexpr std::uint64_t kMaxPids = 1'000'000;
-inline constexpr double kMaxCpus = 1024;
-inline constexpr std::chrono::milliseconds kMinCpuTime{10};
-inline constexpr std::uint64_t kMaxFileSize = 1ULL << 50;
-}  // namespace cap_limits
 
 // What normalize() resolved, parallel to the Policy's own lists: the descriptors that mounts,
 // idmaps and Landlock use (never the names again). Shared by copies of the Policy.

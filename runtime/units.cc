@@ -70,6 +70,13 @@ std::string format_size(std::uint64_t bytes) {
   return std::to_string(bytes);
 }
 
+std::string format_rate(double cpus) {
+  std::string s = std::to_string(cpus);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
 std::string format_duration(std::chrono::milliseconds d) {
   auto ms = d.count();
   if (ms != 0 && ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";

@@ -19,5 +19,6 @@ StatusOr<std::chrono::milliseconds> parse_duration(std::string_view text);
 
 std::string format_size(std::uint64_t bytes);               // 1048576 -> "1M"
 std::string format_duration(std::chrono::milliseconds d);   // 120000 -> "2m", 1500 -> "1500ms"
+std::string format_rate(double cpus);                       // 0.5 -> "0.5", 2.0 -> "2"
 
 }  // namespace corral

@@ -285,16 +285,18 @@ TEST_CASE("absurd limits and bad names are refused as invalid") {
     CHECK(g.status().step() == "validate");
     CHECK_MESSAGE(contains(g.status().message(), words), g.status().message());
   };
-  refused("a", {MiB - 1, std::nullopt, std::nullopt}, "below the minimum of 1 MiB");
+  // The bounds are the caps' own (runtime/limits.h cap_limits): the CLI and normalize() agree.
+  refused("a", {4 * MiB - 1, std::nullopt, std::nullopt}, "memory limit 4194303 bytes is outside 4194304..");
+  refused("a", {(1ULL << 40) + 1, std::nullopt, std::nullopt}, "memory limit");
   refused("a", {std::nullopt, 0, std::nullopt}, "pids limit 0");
-  refused("a", {std::nullopt, 5'000'000, std::nullopt}, "pids limit 5000000");
+  refused("a", {std::nullopt, 1'000'001, std::nullopt}, "pids limit 1000001 is outside 1..1000000");
   refused("a", {std::nullopt, std::nullopt, 0.0}, "cpu limit");
   refused("a", {std::nullopt, std::nullopt, -1.0}, "cpu limit");
-  refused("a", {std::nullopt, std::nullopt, 0.001}, "cpu limit");
+  refused("a", {std::nullopt, std::nullopt, 0.009}, "cpu limit 0.009000 CPUs is outside 0.01..1024");
   refused("a", {std::nullopt, std::nullopt, 1025.0}, "cpu limit");
   refused("a", {std::nullopt, std::nullopt, std::nan("")}, "cpu limit");
   for (const char* name : {"", ".", "..", "a/b", "corral-1", "a b"}) refused(name, {}, "cgroup name");
-  CHECK(m->create_group("ok.name_1-x", {MiB, 1, 1024.0}).ok());
+  CHECK(m->create_group("ok.name_1-x", {4 * MiB, 1'000'000, 0.01}).ok());
 }
 
 TEST_CASE("v1 layout, against a fake tree: own sub-group, co-mounted cpu,cpuacct, no kill") {

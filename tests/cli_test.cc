@@ -375,6 +375,7 @@ TEST_CASE("CLI: typed options refuse values out of their bounds, naming the boun
            {{"exec", "--memory", "1M", "--", "true"}, "under the minimum 4M"},
            {{"exec", "--pids", "1000001", "--", "true"}, "not in range 0 to 1000000"},
            {{"exec", "--memory", "0K1", "--", "true"}, "--memory"},
+           {{"exec", "--cpus", "0.005", "--", "true"}, "--cpus: '0.005' is under the minimum 0.01"},
            {{"exec", "--pids", "-1", "--", "true"}, "--pids"},
            {{"exec", "--cpus", "0", "--", "true"}, "--cpus"},
            {{"exec", "--cpu-time", "1ms", "--", "true"}, "under the minimum 10ms"},

@@ -209,4 +209,8 @@ TEST_CASE("caps: 0 is unlimited, said explicitly: over every finite scope cap, k
   CHECK(normalize(p).ok());
   p.caps.memory_bytes = 1024;
   CHECK(normalize(p).message() == "--memory must be 0 (unlimited) or between 4M and 1024G");
+  // --cpus: the same minimum as the CLI's and the cgroup's (runtime/limits.h cap_limits).
+  Policy slow;
+  slow.caps.cpus = 0.005;
+  CHECK(normalize(slow).message() == "--cpus must be between 0.01 and 1024");
 }

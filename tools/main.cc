@@ -176,8 +176,7 @@ int main(int argc, char** argv) {
   exec->add_option("--cpu-time", exec_opts.cpu_time_ms,
                    "total CPU time of the whole tree (at least 10ms, e.g. 10s); past it: status cpu_limit")
       ->type_name("DURATION")->transform(duration_in(cap_limits::kMinCpuTime, milliseconds::max()));
-  exec->add_option("--cpus", exec_opts.cpus, "CPU rate, e.g. 0.5 for half a CPU (0.001 to 1024)")
-      ->type_name("RATE")->check(CLI::Range(1e-3, cap_limits::kMaxCpus).description(""));
+  add_cpus_cap(exec, exec_opts.cpus, "CPU rate, e.g. 0.5 for half a CPU");
   exec->add_option("--max-file-size", exec_opts.max_file_size, "largest file the command may write (e.g. 10M)")
       ->type_name("SIZE")->transform(size_in(1, cap_limits::kMaxFileSize));
   exec->add_option("--scope", exec_opts.scope, "run in this scope (from `corral scope create`)");
@@ -271,8 +270,7 @@ int main(int argc, char** argv) {
   add_pids_cap(scope_create, scope_opts.pids, "process cap per command or worker; none may ask for more");
   scope_create->add_option("--cpu-time", scope_opts.cpu_time_ms, "CPU time cap per command; none may ask for more")
       ->type_name("DURATION")->transform(duration_in(cap_limits::kMinCpuTime, milliseconds::max()));
-  scope_create->add_option("--cpus", scope_opts.cpus, "CPU rate cap per command or worker; none may ask for more")
-      ->check(CLI::Range(1e-3, cap_limits::kMaxCpus));
+  add_cpus_cap(scope_create, scope_opts.cpus, "CPU rate cap per command or worker; none may ask for more");
   scope_create->add_option("--max-file-size", scope_opts.max_file_size, "file size cap per command; none may ask for more")
       ->type_name("SIZE")->transform(size_in(1, cap_limits::kMaxFileSize));
   auto* scope_close = scope->add_subcommand("close", "Close a scope: end everything in it and in its children, remove their temp dirs.");
@@ -321,8 +319,7 @@ int main(int argc, char** argv) {
                  "PATH of a host Unix socket the worker may connect to, as for exec (audited)");
   add_memory_cap(w_start, w_opts.memory, "memory cap for the worker's tree; default as for exec");
   add_pids_cap(w_start, w_opts.pids, "cap on the worker's processes and threads; default as for exec");
-  w_start->add_option("--cpus", w_opts.cpus, "CPU rate for the worker, e.g. 0.5 (0.001 to 1024)")
-      ->type_name("RATE")->check(CLI::Range(1e-3, cap_limits::kMaxCpus).description(""));
+  add_cpus_cap(w_start, w_opts.cpus, "CPU rate for the worker, e.g. 0.5");
   w_start->add_option("--idle-timeout", w_opts.idle_timeout_ms, "stop it after this long without evaluations (default 10m)")
       ->type_name("DURATION")->transform(any_duration);
   w_start->add_option("program", w_opts.argv, "/ABS/PATH/RUNTIME ARGS... (after --)");
@@ -362,7 +359,7 @@ int main(int argc, char** argv) {
   add_pids_cap(mcp, mcp_opts.pids, "cap on each command's processes and threads; default as for exec");
   mcp->add_option("--cpu-time", mcp_opts.cpu_time_ms, "CPU time of each command's tree (e.g. 10m)")
       ->type_name("DURATION")->transform(duration_in(cap_limits::kMinCpuTime, milliseconds::max()));
-  mcp->add_option("--cpus", mcp_opts.cpus, "CPU rate for each command, e.g. 0.5")->check(CLI::Range(1e-3, cap_limits::kMaxCpus));
+  add_cpus_cap(mcp, mcp_opts.cpus, "CPU rate for each command, e.g. 0.5");
   mcp->add_option("--timeout", mcp_opts.default_timeout_ms, "a command's deadline when the model names none (default 2m)")
       ->type_name("DURATION")->transform(duration_in(milliseconds(1), limits::kMaxTimeout));
   mcp->add_option("--max-timeout", mcp_opts.max_timeout_ms, "the longest deadline the model may ask for (default 1h)")

@@ -40,6 +40,27 @@ CLI::Option* add_pids_cap(CLI::App* app, std::optional<std::uint64_t>& value, co
       ->check(CLI::Range(std::uint64_t{0}, cap_limits::kMaxPids).description(""));
 }
 
+CLI::Option* add_cpus_cap(CLI::App* app, std::optional<double>& value, const std::string& help) {
+  return app->add_option("--cpus", value, help + " (" + format_rate(cap_limits::kMinCpus) + " to " +
+                                              format_rate(cap_limits::kMaxCpus) + ")")
+      ->type_name("RATE")
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            double v = 0;
+            try {
+              std::size_t used = 0;
+              v = std::stod(text, &used);
+              if (used != text.size()) return "'" + text + "' is not a number";
+            } catch (const std::exception&) {
+              return "'" + text + "' is not a number";
+            }
+            if (!(v >= cap_limits::kMinCpus)) return "'" + text + "' is under the minimum " + format_rate(cap_limits::kMinCpus);
+            if (v > cap_limits::kMaxCpus) return "'" + text + "' is over the maximum " + format_rate(cap_limits::kMaxCpus);
+            return {};
+          },
+          ""));
+}
+
 CLI::Validator duration_in(std::chrono::milliseconds min, std::chrono::milliseconds max) {
   return CLI::Validator(
       [min, max](std::string& text) -> std::string {

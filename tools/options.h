@@ -37,6 +37,8 @@ CLI::Validator duration_in(std::chrono::milliseconds min, std::chrono::milliseco
 // the option appends the range and what 0 means.
 CLI::Option* add_memory_cap(CLI::App* app, std::optional<std::uint64_t>& value, const std::string& help);
 CLI::Option* add_pids_cap(CLI::App* app, std::optional<std::uint64_t>& value, const std::string& help);
+// --cpus, in the caps' range.
+CLI::Option* add_cpus_cap(CLI::App* app, std::optional<double>& value, const std::string& help);
 // "read-only" | "workspace-write" | "danger-full-access", rewritten to corral::Mode's value.
 CLI::Validator mode_name();
 // "denied" | "allowed", rewritten to corral::Network's value.
