@@ -21,22 +21,6 @@ constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
 
 namespace {
 
-proto::Frame bytes_frame(std::uint64_t id, proto::Body type, std::string_view data, std::uint64_t call_id = 0,
-                         std::string_view error = {}) {
-  flatbuffers::FlatBufferBuilder fbb(data.size() + 128);
-  auto bytes = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(data.data()), data.size());
-  flatbuffers::Offset<void> body;
-  switch (type) {
-    case proto::Body::Evaluate: body = proto::CreateEvaluate(fbb, bytes).Union(); break;
-    case proto::Body::HostCall: body = proto::CreateHostCall(fbb, call_id, bytes).Union(); break;
-    case proto::Body::HostReply:
-      body = proto::CreateHostReply(fbb, call_id, bytes, error.empty() ? 0 : fbb.CreateString(error)).Union();
-      break;
-    default: break;
-  }
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, type, body));
-}
-
 std::string_view bytes_of(const flatbuffers::Vector<std::uint8_t>* v) {
   return v ? std::string_view(reinterpret_cast<const char*>(v->data()), v->size()) : std::string_view();
 }
@@ -212,15 +196,14 @@ void Worker::on_frame(const proto::Message& msg) {
                                                  " host calls outstanding");
       }
       if (!c.req.serve_host_calls) {
-        send_to_worker(bytes_frame(number, proto::Body::HostReply, {}, call_id,
-                                   "no host channel: the evaluating client serves no host calls"),
+        send_to_worker(proto::make_host_reply(number, call_id, {}, "no host channel: the evaluating client serves no host calls"),
                        /*host_reply=*/true);
         return;
       }
       // The evaluation's channel: relay the call to its client, under the client's request id.
       c.pending_calls.insert(call_id);
       ++c.host_calls;
-      c.req.send(bytes_frame(c.req.request_id, proto::Body::HostCall, bytes_of(call->data()), call_id));
+      c.req.send(proto::make_host_call(c.req.request_id, call_id, bytes_of(call->data())));
       return;
     }
   }
@@ -305,7 +288,7 @@ void Worker::next() {
     w->poison(ErrorCode::eval_timeout, "the evaluation passed its " + std::to_string(w->current_->req.timeout.count()) +
                                            "ms deadline and the worker was killed");
   });
-  send_to_worker(bytes_frame(number, proto::Body::Evaluate, current_->req.data));
+  send_to_worker(proto::make_evaluate(number, current_->req.data));
 }
 
 void Worker::finish(std::string reply) {
@@ -314,10 +297,7 @@ void Worker::finish(std::string reply) {
   current_.reset();
   ++evaluations_;
   state_ = State::idle;
-  flatbuffers::FlatBufferBuilder fbb(reply.size() + 64);
-  auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(reply.data()), reply.size());
-  auto body = proto::CreateWorkerEvalResult(fbb, data, c.host_calls);
-  c.req.send(proto::finish_frame(fbb, proto::CreateMessage(fbb, c.req.request_id, proto::Body::WorkerEvalResult, body.Union())));
+  c.req.send(proto::make_worker_eval_result(c.req.request_id, reply, c.host_calls));
   // The channel is closed now: replies still pending for it are refused when they come.
   next();
 }
@@ -356,7 +336,7 @@ bool Worker::host_reply(const void* client, std::uint64_t request_id, std::uint6
                         std::string error) {
   if (!current_ || current_->req.client != client || current_->req.request_id != request_id) return false;
   if (!current_->pending_calls.erase(call_id)) return false;
-  send_to_worker(bytes_frame(current_->number, proto::Body::HostReply, data, call_id, error), /*host_reply=*/true);
+  send_to_worker(proto::make_host_reply(current_->number, call_id, data, error), /*host_reply=*/true);
   return true;
 }
 
