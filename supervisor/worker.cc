@@ -21,22 +21,6 @@ constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
 
 namespace {
 
-proto::Frame bytes_frame(std::uint64_t id, proto::Body type, std::string_view data, std::uint64_t call_id = 0,
-                         std::string_view error = {}) {
-  flatbuffers::FlatBufferBuilder fbb(data.size() + 128);
-  auto bytes = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(data.data()), data.size());
-  flatbuffers::Offset<void> body;
-  switch (type) {
-    case proto::Body::Evaluate: body = proto::CreateEvaluate(fbb, bytes).Union(); break;
-    case proto::Body::HostCall: body = proto::CreateHostCall(fbb, call_id, bytes).Union(); break;
-    case proto::Body::HostReply:
-      body = proto::CreateHostReply(fbb, call_id, bytes, error.empty() ? 0 : fbb.CreateString(error)).Union();
-      break;
-    default: break;
-  }
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, type, body));
-}
-
 std::string_view bytes_of(const flatbuffers::Vector<std::uint8_t>* v) {
   return v ? std::string_view(reinterpret_cast<const char*>(v->data()), v->size()) : std::string_view();
 }
@@ -48,7 +32,7 @@ Worker::Worker(asio::io_context& io, std::string name, std::shared_ptr<Scope> sc
                std::function<void()> on_stopped)
     : io_(io), name_(std::move(name)), scope_(std::move(scope)), owner_(owner), spec_(std::move(spec)),
       idle_timeout_(idle_timeout), max_frame_(max_frame), max_queued_(max_queued), on_stopped_(std::move(on_stopped)),
-      read_wake_(io), ready_timer_(io), deadline_(io), idle_(io) {}
+      ready_timer_(io), deadline_(io), idle_(io) {}
 
 Worker::~Worker() { kill_process(); }
 
@@ -111,12 +95,11 @@ Status Worker::start(std::function<void(Status)> on_ready) {
     w->poison(ErrorCode::state_lost, "the worker " + how);
   };
   exec_ = Execution::start(io_, std::move(spec), sink, done);
-  socket_ = std::make_unique<asio::local::stream_protocol::socket>(io_);
-  socket_->assign(asio::local::stream_protocol(), mine.release());
+  channel_ = std::make_shared<Channel>(io_, gen);
+  channel_->socket.assign(asio::local::stream_protocol(), mine.release());
   out_.clear();
   out_bytes_ = 0;
   unwritten_replies_ = 0;
-  writing_ = false;
   state_ = State::idle;
   lost_reason_.clear();
   if (!scope_hook_) {
@@ -124,7 +107,7 @@ Status Worker::start(std::function<void(Status)> on_ready) {
       if (auto w = weak.lock()) w->stop(/*force=*/true);
     });
   }
-  asio::co_spawn(io_, read_frames(), asio::detached);
+  asio::co_spawn(io_, read_frames(weak, channel_), asio::detached);
   // The idle time of a new worker counts from when it is reported started.
   if (!on_ready) arm_idle();
   if (on_ready) {
@@ -143,49 +126,60 @@ Status Worker::start(std::function<void(Status)> on_ready) {
 }
 
 void Worker::kill_process() {
-  read_wake_.cancel();  // a reader of the old process waiting for room ends
   exec_.terminate();
-  if (socket_) {
+  if (channel_) {
+    channel_->read_wake.cancel();  // its reader, if waiting for room, wakes to find it is stale
     std::error_code ignored;
-    socket_->close(ignored);
+    channel_->socket.close(ignored);
   }
 }
 
-asio::awaitable<void> Worker::read_frames() {
-  auto self = shared_from_this();
-  const std::uint64_t gen = generation_;
-  auto* socket = socket_.get();
+void Worker::wake_reader() {
+  if (channel_) channel_->read_wake.cancel();
+}
+
+// The reader holds the worker only between awaits: a worker dropped meanwhile is destroyed
+// (closing the channel), and its reader ends when it wakes.
+asio::awaitable<void> Worker::read_frames(std::weak_ptr<Worker> weak, std::shared_ptr<Channel> channel) {
+  auto owner = [&]() -> std::shared_ptr<Worker> {
+    auto w = weak.lock();
+    return w && w->generation_ == channel->generation ? w : nullptr;
+  };
   std::array<std::uint8_t, proto::kHeaderBytes> header;
   std::vector<std::uint8_t> payload;
   for (;;) {
     // Back-pressure: nothing more is read while what the worker's frames would feed is full.
-    while (gen == generation_ && !may_read()) {
-      read_wake_.expires_at(std::chrono::steady_clock::time_point::max());
-      co_await read_wake_.async_wait(use_tuple);
+    for (;;) {
+      if (auto w = owner(); !w) co_return;
+      else if (w->may_read()) break;
+      channel->read_wake.expires_at(std::chrono::steady_clock::time_point::max());
+      co_await channel->read_wake.async_wait(use_tuple);
     }
-    if (gen != generation_) co_return;
-    auto [ec, n] = co_await asio::async_read(*socket, asio::buffer(header), use_tuple);
+    auto [ec, n] = co_await asio::async_read(channel->socket, asio::buffer(header), use_tuple);
     if (ec) break;
     const std::uint32_t len = proto::read_length(header.data());
-    if (len > max_frame_) {
-      if (gen == generation_) poison(ErrorCode::state_lost, "protocol violation: the worker sent a frame of " + std::to_string(len) + " bytes");
+    if (auto w = owner(); !w) {
+      co_return;
+    } else if (len > w->max_frame_) {
+      w->poison(ErrorCode::state_lost, "protocol violation: the worker sent a frame of " + std::to_string(len) + " bytes");
       co_return;
     }
     payload.resize(len);
-    auto [ec2, n2] = co_await asio::async_read(*socket, asio::buffer(payload), use_tuple);
+    auto [ec2, n2] = co_await asio::async_read(channel->socket, asio::buffer(payload), use_tuple);
     if (ec2) break;
-    if (gen != generation_) co_return;
+    auto w = owner();
+    if (!w) co_return;
     proto::DecodeError err;
-    const proto::Message* msg = proto::verify_payload(payload, max_frame_, err);
+    const proto::Message* msg = proto::verify_payload(payload, w->max_frame_, err);
     if (!msg) {
-      poison(ErrorCode::state_lost, "protocol violation: " + err.message);
+      w->poison(ErrorCode::state_lost, "protocol violation: " + err.message);
       co_return;
     }
-    on_frame(*msg);
+    w->on_frame(*msg);
   }
   // EOF: the worker closed its channel or died; its exit is reported by the engine.
-  if (gen == generation_ && state_ != State::stopped && state_ != State::state_lost && current_)
-    poison(ErrorCode::state_lost, "the worker closed its channel mid-evaluation");
+  if (auto w = owner(); w && w->state_ != State::stopped && w->state_ != State::state_lost && w->current_)
+    w->poison(ErrorCode::state_lost, "the worker closed its channel mid-evaluation");
 }
 
 bool Worker::may_read() const {
@@ -194,7 +188,7 @@ bool Worker::may_read() const {
 }
 
 void Worker::client_drained(const void* client) {
-  if (current_ && current_->req.client == client && may_read()) read_wake_.cancel();
+  if (current_ && current_->req.client == client && may_read()) wake_reader();
 }
 
 void Worker::on_frame(const proto::Message& msg) {
@@ -212,15 +206,14 @@ void Worker::on_frame(const proto::Message& msg) {
                                                  " host calls outstanding");
       }
       if (!c.req.serve_host_calls) {
-        send_to_worker(bytes_frame(number, proto::Body::HostReply, {}, call_id,
-                                   "no host channel: the evaluating client serves no host calls"),
+        send_to_worker(proto::make_host_reply(number, call_id, {}, "no host channel: the evaluating client serves no host calls"),
                        /*host_reply=*/true);
         return;
       }
       // The evaluation's channel: relay the call to its client, under the client's request id.
       c.pending_calls.insert(call_id);
       ++c.host_calls;
-      c.req.send(bytes_frame(c.req.request_id, proto::Body::HostCall, bytes_of(call->data()), call_id));
+      c.req.send(proto::make_host_call(c.req.request_id, call_id, bytes_of(call->data())));
       return;
     }
   }
@@ -236,25 +229,27 @@ void Worker::send_to_worker(proto::Frame frame, bool host_reply) {
 }
 
 void Worker::write_next() {
-  if (writing_ || out_.empty() || !socket_) return;
-  writing_ = true;
-  const std::uint64_t gen = generation_;
-  asio::async_write(*socket_, asio::buffer(out_.front().frame), [self = shared_from_this(), gen](std::error_code ec, std::size_t) {
-    if (gen != self->generation_) return;
-    self->writing_ = false;
-    if (!self->out_.empty()) {
-      const bool was_full = !self->accepts_host_replies();
-      self->out_bytes_ -= self->out_.front().frame.size();
-      self->unwritten_replies_ -= self->out_.front().host_reply;
-      self->out_.pop_front();
-      if (was_full && self->accepts_host_replies()) {
-        if (self->may_read()) self->read_wake_.cancel();
-        if (self->current_ && self->current_->req.wake_client) self->current_->req.wake_client();
-      }
-    }
-    if (ec) return;  // the reader or the exit handler reports the broken worker
-    self->write_next();
-  });
+  if (!channel_ || channel_->writing || out_.empty()) return;
+  channel_->writing = true;
+  // The write owns its frame and its channel: a restart clears out_ and replaces channel_
+  // while the write may still be in flight.
+  auto sent = std::make_shared<Outgoing>(std::move(out_.front()));
+  out_.pop_front();
+  asio::async_write(channel_->socket, asio::buffer(sent->frame),
+                    [weak = weak_from_this(), channel = channel_, sent](std::error_code ec, std::size_t) {
+                      channel->writing = false;
+                      auto w = weak.lock();
+                      if (!w || w->generation_ != channel->generation) return;
+                      const bool was_full = !w->accepts_host_replies();
+                      w->out_bytes_ -= sent->frame.size();
+                      w->unwritten_replies_ -= sent->host_reply;
+                      if (was_full && w->accepts_host_replies()) {
+                        if (w->may_read()) w->wake_reader();
+                        if (w->current_ && w->current_->req.wake_client) w->current_->req.wake_client();
+                      }
+                      if (ec) return;  // the reader or the exit handler reports the broken worker
+                      w->write_next();
+                    });
 }
 
 void Worker::evaluate(EvalRequest req, bool reset) {
@@ -305,7 +300,7 @@ void Worker::next() {
     w->poison(ErrorCode::eval_timeout, "the evaluation passed its " + std::to_string(w->current_->req.timeout.count()) +
                                            "ms deadline and the worker was killed");
   });
-  send_to_worker(bytes_frame(number, proto::Body::Evaluate, current_->req.data));
+  send_to_worker(proto::make_evaluate(number, current_->req.data));
 }
 
 void Worker::finish(std::string reply) {
@@ -314,10 +309,7 @@ void Worker::finish(std::string reply) {
   current_.reset();
   ++evaluations_;
   state_ = State::idle;
-  flatbuffers::FlatBufferBuilder fbb(reply.size() + 64);
-  auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(reply.data()), reply.size());
-  auto body = proto::CreateWorkerEvalResult(fbb, data, c.host_calls);
-  c.req.send(proto::finish_frame(fbb, proto::CreateMessage(fbb, c.req.request_id, proto::Body::WorkerEvalResult, body.Union())));
+  c.req.send(proto::make_worker_eval_result(c.req.request_id, reply, c.host_calls));
   // The channel is closed now: replies still pending for it are refused when they come.
   next();
 }
@@ -356,7 +348,7 @@ bool Worker::host_reply(const void* client, std::uint64_t request_id, std::uint6
                         std::string error) {
   if (!current_ || current_->req.client != client || current_->req.request_id != request_id) return false;
   if (!current_->pending_calls.erase(call_id)) return false;
-  send_to_worker(bytes_frame(current_->number, proto::Body::HostReply, data, call_id, error), /*host_reply=*/true);
+  send_to_worker(proto::make_host_reply(current_->number, call_id, data, error), /*host_reply=*/true);
   return true;
 }
 
@@ -394,9 +386,9 @@ void Worker::stop(bool force) {
   idle_.cancel();
   if (force) exec_.terminate();
   else exec_.stop();
-  if (socket_) {
+  if (channel_) {
     std::error_code ignored;
-    socket_->close(ignored);  // EOF tells a well-behaved worker to exit
+    channel_->socket.close(ignored);  // EOF tells a well-behaved worker to exit
   }
   if (scope_hook_) scope_->detach(scope_hook_);
   // A live process reports its exit through the done handler, which then lets go of us.

@@ -117,8 +117,20 @@ class Worker : public std::enable_shared_from_this<Worker> {
     std::set<std::uint64_t> pending_calls;
     std::uint32_t host_calls = 0;
   };
-  asio::awaitable<void> read_frames();
+  // One process's end of the channel, with what its reader and writer wait on. They hold it
+  // by shared_ptr and the worker only weakly: a restart opens a new Channel, so they never use
+  // a freed socket or the next process's, and they end when they find `generation` is no
+  // longer the worker's (kill_process() closes the old socket to wake them).
+  struct Channel {
+    Channel(asio::io_context& io, std::uint64_t gen) : socket(io), read_wake(io), generation(gen) {}
+    asio::local::stream_protocol::socket socket;
+    asio::steady_timer read_wake;  // cancelled when the worker may be read again
+    bool writing = false;
+    const std::uint64_t generation;
+  };
+  static asio::awaitable<void> read_frames(std::weak_ptr<Worker> weak, std::shared_ptr<Channel> channel);
   bool may_read() const;
+  void wake_reader();
   void send_to_worker(proto::Frame frame, bool host_reply = false);
   void write_next();
   void next();
@@ -142,19 +154,17 @@ class Worker : public std::enable_shared_from_this<Worker> {
   std::uint64_t scope_hook_ = 0;
 
   Execution exec_;
-  std::unique_ptr<asio::local::stream_protocol::socket> socket_;
+  std::shared_ptr<Channel> channel_;  // the current process's; null before the first start
   struct Outgoing {
     proto::Frame frame;
     bool host_reply = false;
   };
   std::deque<Outgoing> out_;
-  std::uint64_t out_bytes_ = 0;
-  std::size_t unwritten_replies_ = 0;  // host replies in out_, counted as outstanding calls
-  bool writing_ = false;
-  asio::steady_timer read_wake_;  // cancelled when the worker may be read again
+  std::uint64_t out_bytes_ = 0;  // in out_ and being written
+  std::size_t unwritten_replies_ = 0;  // host replies in out_ or being written, counted as outstanding calls
   asio::steady_timer ready_timer_;
   std::function<void(Status)> on_ready_;  // a start waiting to be reported
-  std::uint64_t generation_ = 0;  // bumps on every (re)start; stale callbacks check it
+  std::uint64_t generation_ = 0;  // bumps on every (re)start and poisoning; stale callbacks check it
 
   State state_ = State::idle;
   std::string lost_reason_;

@@ -14,6 +14,81 @@ std::span<const std::uint8_t> payload_of(const Frame& f) {
   return {f.data() + kHeaderBytes, f.size() - kHeaderBytes};
 }
 
+// Verifies `f` and checks its request id and body type. The message points into `f`.
+const Message* decode(const Frame& f, std::uint64_t id, Body type) {
+  REQUIRE(f.size() > kHeaderBytes);
+  CHECK(read_length(f.data()) == f.size() - kHeaderBytes);
+  DecodeError err;
+  const Message* m = verify_payload(payload_of(f), kDefaultMaxFrame, err);
+  REQUIRE_MESSAGE(m != nullptr, err.message);
+  CHECK(m->request_id() == id);
+  REQUIRE(m->body_type() == type);
+  return m;
+}
+
+std::string bytes(const flatbuffers::Vector<std::uint8_t>* v) {
+  REQUIRE(v != nullptr);
+  return {reinterpret_cast<const char*>(v->data()), v->size()};
+}
+
+std::vector<std::string> strings(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
+  REQUIRE(v != nullptr);
+  std::vector<std::string> out;
+  for (const auto* s : *v) out.push_back(s->str());
+  return out;
+}
+
+ExecResultInfo sample_result() {
+  ExecResultInfo r;
+  r.status = ExitStatus::exited;
+  r.exit_code = 3;
+  r.signal = 0;
+  r.timed_out = true;
+  r.output_truncated = true;
+  r.wall_ms = 11;
+  r.user_cpu_ms = 12;
+  r.sys_cpu_ms = 13;
+  r.max_rss_kb = 14;
+  r.memory_peak_kb = 15;
+  r.enforced = {"landlock", "seccomp"};
+  r.temp_dir = "/tmp/t";
+  r.setup_step = "chdir";
+  r.setup_errno = 2;
+  r.message = "detail";
+  r.stdout_bytes = 16;
+  r.stderr_bytes = 17;
+  r.launched = true;
+  r.policy = ExecResultInfo::PolicyInfo{Mode::read_only, Network::allowed, {"/w"}, {"/d"}, {"/p"}};
+  return r;
+}
+
+void check_sample_result(const ExecResult* r) {
+  REQUIRE(r != nullptr);
+  CHECK(r->status() == ExitStatus::exited);
+  CHECK(r->exit_code() == 3);
+  CHECK(r->signal() == 0);
+  CHECK(r->timed_out());
+  CHECK(r->output_truncated());
+  CHECK(r->wall_ms() == 11);
+  CHECK(r->user_cpu_ms() == 12);
+  CHECK(r->sys_cpu_ms() == 13);
+  CHECK(r->max_rss_kb() == 14);
+  CHECK(r->memory_peak_kb() == 15);
+  CHECK(strings(r->enforced()) == std::vector<std::string>{"landlock", "seccomp"});
+  CHECK(str(r->temp_dir()) == "/tmp/t");
+  CHECK(str(r->setup_step()) == "chdir");
+  CHECK(r->setup_errno() == 2);
+  CHECK(str(r->message()) == "detail");
+  CHECK(r->stdout_bytes() == 16);
+  CHECK(r->stderr_bytes() == 17);
+  CHECK(r->launched() == true);
+  CHECK(r->mode() == Mode::read_only);
+  CHECK(r->network() == Network::allowed);
+  CHECK(strings(r->workspaces()) == std::vector<std::string>{"/w"});
+  CHECK(strings(r->deny_read()) == std::vector<std::string>{"/d"});
+  CHECK(strings(r->protect()) == std::vector<std::string>{"/p"});
+}
+
 }  // namespace
 
 TEST_CASE("round trip: an ExecRequest keeps every field") {
@@ -170,4 +245,220 @@ TEST_CASE("JSON: a request written as JSON becomes the same message, and back") 
   REQUIRE_FALSE(bad);
   CHECK(bad.error().kind == Failure::Kind::invalid);
   CHECK(!bad.error().message.empty());
+}
+
+TEST_CASE("builders: worker requests from a client") {
+  const Message* m;
+  Frame stop = make_worker_stop(5, "w", "s1", true);
+  m = decode(stop, 5, Body::WorkerStop);
+  CHECK(str(m->body_as_WorkerStop()->name()) == "w");
+  CHECK(str(m->body_as_WorkerStop()->scope()) == "s1");
+  CHECK(m->body_as_WorkerStop()->force());
+
+  Frame list = make_worker_list(6, "s2");
+  m = decode(list, 6, Body::WorkerListRequest);
+  CHECK(str(m->body_as_WorkerListRequest()->scope()) == "s2");
+
+  Frame logs = make_worker_logs(7, "w", "s3");
+  m = decode(logs, 7, Body::WorkerLogsRequest);
+  CHECK(str(m->body_as_WorkerLogsRequest()->name()) == "w");
+  CHECK(str(m->body_as_WorkerLogsRequest()->scope()) == "s3");
+}
+
+TEST_CASE("builders: ack, scopes and background commands") {
+  const Message* m;
+  Frame ack = make_ack(8);
+  m = decode(ack, 8, Body::Ack);
+  CHECK(m->body_as_Ack() != nullptr);
+
+  Frame created = make_scope_created(9, "s1", "/tmp/s1");
+  m = decode(created, 9, Body::ScopeCreated);
+  CHECK(str(m->body_as_ScopeCreated()->id()) == "s1");
+  CHECK(str(m->body_as_ScopeCreated()->temp_dir()) == "/tmp/s1");
+
+  ScopeListEntry full;
+  full.id = "s1";
+  full.parent = "s0";
+  full.owner_uid = 1000;
+  full.detached = true;
+  full.mode = Mode::read_only;
+  full.network = Network::allowed;
+  full.workspaces = {"/w1", "/w2"};
+  full.deny_read = {"/d"};
+  full.protect = {"/p"};
+  full.temp_dir = "/tmp/s1";
+  full.background = 2;
+  full.workers = 3;
+  full.memory_bytes = 0;
+  full.pids = 64;
+  full.cpu_time_ms = 500;
+  full.cpus = 1.5;
+  full.max_file_size = 4096;
+  full.ceiling = true;
+  ScopeListEntry bare;
+  bare.id = "s2";
+  Frame scopes = make_scope_list_reply(10, {full, bare});
+  m = decode(scopes, 10, Body::ScopeList);
+  const auto* v = m->body_as_ScopeList()->scopes();
+  REQUIRE(v);
+  REQUIRE(v->size() == 2);
+  const ScopeInfo* a = v->Get(0);
+  CHECK(str(a->id()) == "s1");
+  CHECK(str(a->parent()) == "s0");
+  CHECK(a->owner_uid() == 1000);
+  CHECK(a->detached());
+  CHECK(a->mode() == Mode::read_only);
+  CHECK(a->network() == Network::allowed);
+  CHECK(strings(a->workspaces()) == std::vector<std::string>{"/w1", "/w2"});
+  CHECK(strings(a->deny_read()) == std::vector<std::string>{"/d"});
+  CHECK(strings(a->protect()) == std::vector<std::string>{"/p"});
+  CHECK(str(a->temp_dir()) == "/tmp/s1");
+  CHECK(a->background() == 2);
+  CHECK(a->workers() == 3);
+  CHECK(a->memory_bytes() == 0u);  // present: an explicit "unlimited"
+  CHECK(a->pids() == 64u);
+  CHECK(a->cpu_time_ms() == 500);
+  CHECK(a->cpus() == 1.5);
+  CHECK(a->max_file_size() == 4096);
+  CHECK(a->ceiling());
+  const ScopeInfo* b = v->Get(1);
+  CHECK(str(b->id()) == "s2");
+  CHECK(str(b->parent()).empty());
+  CHECK(!b->memory_bytes().has_value());
+  CHECK(!b->pids().has_value());
+  CHECK(!b->ceiling());
+
+  Frame started = make_background_started(11, "bg-1", "s1");
+  m = decode(started, 11, Body::BackgroundStarted);
+  CHECK(str(m->body_as_BackgroundStarted()->id()) == "bg-1");
+  CHECK(str(m->body_as_BackgroundStarted()->scope()) == "s1");
+
+  Frame running = make_poll_reply(12, {"bg-1", "running", "out", std::string_view("e\0rr", 4), std::nullopt});
+  m = decode(running, 12, Body::PollReply);
+  CHECK(str(m->body_as_PollReply()->id()) == "bg-1");
+  CHECK(str(m->body_as_PollReply()->state()) == "running");
+  CHECK(bytes(m->body_as_PollReply()->stdout()) == "out");
+  CHECK(bytes(m->body_as_PollReply()->stderr()) == std::string("e\0rr", 4));
+  CHECK(m->body_as_PollReply()->result() == nullptr);
+
+  Frame ended = make_poll_reply(13, {"bg-1", "exited", "", "", sample_result()});
+  m = decode(ended, 13, Body::PollReply);
+  CHECK(str(m->body_as_PollReply()->state()) == "exited");
+  CHECK(bytes(m->body_as_PollReply()->stdout()).empty());
+  check_sample_result(m->body_as_PollReply()->result());
+}
+
+TEST_CASE("builders: exec results and authorization requests") {
+  const Message* m;
+  Frame full = make_exec_result(14, sample_result());
+  m = decode(full, 14, Body::ExecResult);
+  check_sample_result(m->body_as_ExecResult());
+
+  // What is absent in the struct is absent on the wire.
+  ExecResultInfo bare;
+  bare.status = ExitStatus::signaled;
+  bare.signal = 9;
+  Frame killed = make_exec_result(15, bare);
+  m = decode(killed, 15, Body::ExecResult);
+  const ExecResult* r = m->body_as_ExecResult();
+  CHECK(r->status() == ExitStatus::signaled);
+  CHECK(r->signal() == 9);
+  CHECK(!r->exit_code().has_value());
+  CHECK(!r->memory_peak_kb().has_value());
+  CHECK(!r->launched().has_value());
+  CHECK(!r->mode().has_value());
+  CHECK(!r->network().has_value());
+  CHECK(r->workspaces() == nullptr);
+  CHECK(r->setup_step() == nullptr);
+  CHECK(r->message() == nullptr);
+  CHECK(strings(r->enforced()).empty());
+  CHECK(str(r->temp_dir()).empty());
+
+  Frame ask = make_authorization_request(16, R"({"argv":["ls"]})", 30000);
+  m = decode(ask, 16, Body::AuthorizationRequest);
+  CHECK(str(m->body_as_AuthorizationRequest()->description()) == R"({"argv":["ls"]})");
+  CHECK(m->body_as_AuthorizationRequest()->deadline_ms() == 30000);
+}
+
+TEST_CASE("builders: file tool results") {
+  const Message* m;
+  Frame read = make_read_result(17, std::string_view("a\0b", 3), 100, 4096, true);
+  m = decode(read, 17, Body::ReadResult);
+  CHECK(bytes(m->body_as_ReadResult()->data()) == std::string("a\0b", 3));
+  CHECK(m->body_as_ReadResult()->offset() == 100);
+  CHECK(m->body_as_ReadResult()->file_size() == 4096);
+  CHECK(m->body_as_ReadResult()->truncated());
+
+  Frame write = make_write_result(18, 42);
+  m = decode(write, 18, Body::WriteResult);
+  CHECK(m->body_as_WriteResult()->bytes() == 42);
+
+  Frame list = make_list_result(19, {{"a", "file", 10, -5}, {"b", "dir", 0, 1700000000000}}, true);
+  m = decode(list, 19, Body::ListResult);
+  const auto* entries = m->body_as_ListResult()->entries();
+  REQUIRE(entries);
+  REQUIRE(entries->size() == 2);
+  CHECK(str(entries->Get(0)->name()) == "a");
+  CHECK(str(entries->Get(0)->type()) == "file");
+  CHECK(entries->Get(0)->size() == 10);
+  CHECK(entries->Get(0)->mtime_ms() == -5);
+  CHECK(str(entries->Get(1)->name()) == "b");
+  CHECK(str(entries->Get(1)->type()) == "dir");
+  CHECK(entries->Get(1)->mtime_ms() == 1700000000000);
+  CHECK(m->body_as_ListResult()->truncated());
+
+  Frame empty = make_list_result(20, {}, false);
+  m = decode(empty, 20, Body::ListResult);
+  REQUIRE(m->body_as_ListResult()->entries());
+  CHECK(m->body_as_ListResult()->entries()->size() == 0);
+  CHECK(!m->body_as_ListResult()->truncated());
+}
+
+TEST_CASE("builders: worker replies and the worker channel") {
+  const Message* m;
+  Frame started = make_worker_started(21, "w", "s1");
+  m = decode(started, 21, Body::WorkerStarted);
+  CHECK(str(m->body_as_WorkerStarted()->name()) == "w");
+  CHECK(str(m->body_as_WorkerStarted()->scope()) == "s1");
+
+  Frame list = make_worker_list_reply(22, {{"w", "s1", "busy", 7, {"/bin/w", "-x"}, 1234}});
+  m = decode(list, 22, Body::WorkerList);
+  const auto* workers = m->body_as_WorkerList()->workers();
+  REQUIRE(workers);
+  REQUIRE(workers->size() == 1);
+  const WorkerInfo* w = workers->Get(0);
+  CHECK(str(w->name()) == "w");
+  CHECK(str(w->scope()) == "s1");
+  CHECK(str(w->state()) == "busy");
+  CHECK(w->evaluations() == 7);
+  CHECK(strings(w->argv()) == std::vector<std::string>{"/bin/w", "-x"});
+  CHECK(w->pid() == 1234);
+
+  Frame logs = make_worker_logs_reply(23, "line\n");
+  m = decode(logs, 23, Body::WorkerLogs);
+  CHECK(bytes(m->body_as_WorkerLogs()->data()) == "line\n");
+
+  Frame result = make_worker_eval_result(24, "reply", 3);
+  m = decode(result, 24, Body::WorkerEvalResult);
+  CHECK(bytes(m->body_as_WorkerEvalResult()->reply()) == "reply");
+  CHECK(m->body_as_WorkerEvalResult()->host_calls() == 3);
+
+  Frame evaluate = make_evaluate(25, "req");
+  m = decode(evaluate, 25, Body::Evaluate);
+  CHECK(bytes(m->body_as_Evaluate()->data()) == "req");
+
+  Frame call = make_host_call(26, 4, "ping");
+  m = decode(call, 26, Body::HostCall);
+  CHECK(m->body_as_HostCall()->call_id() == 4);
+  CHECK(bytes(m->body_as_HostCall()->data()) == "ping");
+
+  Frame reply = make_eval_reply(27, "");
+  m = decode(reply, 27, Body::EvalReply);
+  CHECK(bytes(m->body_as_EvalReply()->data()).empty());
+
+  Frame host_error = make_host_reply(28, 5, "", "no channel");
+  m = decode(host_error, 28, Body::HostReply);
+  CHECK(m->body_as_HostReply()->call_id() == 5);
+  CHECK(bytes(m->body_as_HostReply()->data()).empty());
+  CHECK(str(m->body_as_HostReply()->error()) == "no channel");
 }

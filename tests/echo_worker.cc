@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "worker_proto/codec.h"
+#include "worker_proto/messages.h"
 #include "worker_proto/worker_sdk.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -39,11 +40,7 @@ int g_channel = -1;  // the raw channel fd, for the modes that break the protoco
 
 void write_raw(std::uint64_t id, corral::proto::Body type, std::uint64_t call_id, std::string_view data) {
   namespace proto = corral::proto;
-  flatbuffers::FlatBufferBuilder fbb(data.size() + 64);
-  auto bytes = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(data.data()), data.size());
-  auto body = type == proto::Body::HostCall ? proto::CreateHostCall(fbb, call_id, bytes).Union()
-                                            : proto::CreateEvalReply(fbb, bytes).Union();
-  proto::Frame f = proto::finish_frame(fbb, proto::CreateMessage(fbb, id, type, body));
+  proto::Frame f = type == proto::Body::HostCall ? proto::make_host_call(id, call_id, data) : proto::make_eval_reply(id, data);
   std::size_t done = 0;
   while (done < f.size()) {
     ssize_t n = ::write(g_channel, f.data() + done, f.size() - done);

@@ -11,16 +11,6 @@
 #include "worker_proto/client.h"
 
 namespace corral::cli {
-namespace {
-
-// A frame whose body `body` builds (the requests without a builder in messages.h).
-proto::Frame worker_frame(proto::Body type, const std::function<flatbuffers::Offset<void>(flatbuffers::FlatBufferBuilder&)>& body) {
-  flatbuffers::FlatBufferBuilder fbb(256);
-  auto b = body(fbb);
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, 1, type, b));
-}
-
-}  // namespace
 
 int run_worker_start(const WorkerOptions& o) {
   if (o.python == !o.argv.empty())
@@ -98,21 +88,13 @@ int run_worker_eval(const WorkerOptions& o) {
 }
 
 int run_worker_stop(const WorkerOptions& o) {
-  auto frame = worker_frame(proto::Body::WorkerStop, [&](flatbuffers::FlatBufferBuilder& fbb) {
-    auto name = fbb.CreateString(o.name);
-    auto scope = fbb.CreateString(o.scope);
-    return proto::CreateWorkerStop(fbb, name, scope, o.force).Union();
-  });
   proto::Received reply;
-  return request(o.socket, frame, reply);
+  return request(o.socket, proto::make_worker_stop(1, o.name, o.scope, o.force), reply);
 }
 
 int run_worker_list(const WorkerOptions& o) {
-  auto frame = worker_frame(proto::Body::WorkerListRequest, [&](flatbuffers::FlatBufferBuilder& fbb) {
-    return proto::CreateWorkerListRequest(fbb, fbb.CreateString(o.scope)).Union();
-  });
   proto::Received reply;
-  if (int rc = request(o.socket, frame, reply); rc != kOk) return rc;
+  if (int rc = request(o.socket, proto::make_worker_list(1, o.scope), reply); rc != kOk) return rc;
   const proto::WorkerList* list = reply.msg->body_as_WorkerList();
   if (!list) return complain(kFailed, "unexpected reply to worker list");
   Json j = Json::array();
@@ -143,13 +125,8 @@ int run_worker_list(const WorkerOptions& o) {
 }
 
 int run_worker_logs(const WorkerOptions& o) {
-  auto frame = worker_frame(proto::Body::WorkerLogsRequest, [&](flatbuffers::FlatBufferBuilder& fbb) {
-    auto name = fbb.CreateString(o.name);
-    auto scope = fbb.CreateString(o.scope);
-    return proto::CreateWorkerLogsRequest(fbb, name, scope).Union();
-  });
   proto::Received reply;
-  if (int rc = request(o.socket, frame, reply); rc != kOk) return rc;
+  if (int rc = request(o.socket, proto::make_worker_logs(1, o.name, o.scope), reply); rc != kOk) return rc;
   const proto::WorkerLogs* logs = reply.msg->body_as_WorkerLogs();
   if (!logs) return complain(kFailed, "unexpected reply to worker logs");
   if (logs->data()) write_all(1, {reinterpret_cast<const char*>(logs->data()->data()), logs->data()->size()});

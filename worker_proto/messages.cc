@@ -15,6 +15,51 @@ flatbuffers::Optional<E> opt(const std::optional<E>& v) {
   return v ? flatbuffers::Optional<E>(*v) : flatbuffers::Optional<E>(flatbuffers::nullopt);
 }
 
+flatbuffers::Offset<flatbuffers::Vector<std::uint8_t>> write_bytes(flatbuffers::FlatBufferBuilder& fbb,
+                                                                    std::string_view data) {
+  return fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(data.data()), data.size());
+}
+
+flatbuffers::Offset<ExecResult> write_exec_result(flatbuffers::FlatBufferBuilder& fbb, const ExecResultInfo& r) {
+  auto enforced = fbb.CreateVectorOfStrings(r.enforced);
+  auto temp_dir = fbb.CreateString(r.temp_dir);
+  auto step = r.setup_step.empty() ? 0 : fbb.CreateString(r.setup_step);
+  auto message = r.message.empty() ? 0 : fbb.CreateString(r.message);
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>> ws, deny, protect;
+  if (r.policy) {
+    ws = fbb.CreateVectorOfStrings(r.policy->workspaces);
+    deny = fbb.CreateVectorOfStrings(r.policy->deny_read);
+    protect = fbb.CreateVectorOfStrings(r.policy->protect);
+  }
+  ExecResultBuilder b(fbb);
+  if (r.policy) {
+    b.add_mode(r.policy->mode);
+    b.add_network(r.policy->network);
+    b.add_workspaces(ws);
+    b.add_deny_read(deny);
+    b.add_protect(protect);
+  }
+  b.add_status(r.status);
+  if (r.exit_code) b.add_exit_code(*r.exit_code);
+  b.add_signal(r.signal);
+  b.add_timed_out(r.timed_out);
+  b.add_output_truncated(r.output_truncated);
+  b.add_wall_ms(r.wall_ms);
+  b.add_user_cpu_ms(r.user_cpu_ms);
+  b.add_sys_cpu_ms(r.sys_cpu_ms);
+  b.add_max_rss_kb(r.max_rss_kb);
+  if (r.memory_peak_kb) b.add_memory_peak_kb(*r.memory_peak_kb);
+  if (r.launched) b.add_launched(*r.launched);
+  b.add_enforced(enforced);
+  b.add_temp_dir(temp_dir);
+  b.add_setup_step(step);
+  b.add_setup_errno(r.setup_errno);
+  b.add_message(message);
+  b.add_stdout_bytes(r.stdout_bytes);
+  b.add_stderr_bytes(r.stderr_bytes);
+  return b.Finish();
+}
+
 flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<Layer>>> write_layers(
     flatbuffers::FlatBufferBuilder& fbb, const std::vector<LayerInfo>& layers) {
   std::vector<flatbuffers::Offset<Layer>> v;
@@ -230,6 +275,178 @@ Frame make_background_stop(std::uint64_t request_id, const std::string& id, bool
   flatbuffers::FlatBufferBuilder fbb(64);
   auto s = fbb.CreateString(id);
   return finish(fbb, request_id, CreateBackgroundStop(fbb, s, force));
+}
+
+Frame make_worker_stop(std::uint64_t request_id, const std::string& name, const std::string& scope, bool force) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  auto n = fbb.CreateString(name);
+  auto s = fbb.CreateString(scope);
+  return finish(fbb, request_id, CreateWorkerStop(fbb, n, s, force));
+}
+
+Frame make_worker_list(std::uint64_t request_id, const std::string& scope) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  auto s = fbb.CreateString(scope);
+  return finish(fbb, request_id, CreateWorkerListRequest(fbb, s));
+}
+
+Frame make_worker_logs(std::uint64_t request_id, const std::string& name, const std::string& scope) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  auto n = fbb.CreateString(name);
+  auto s = fbb.CreateString(scope);
+  return finish(fbb, request_id, CreateWorkerLogsRequest(fbb, n, s));
+}
+
+Frame make_ack(std::uint64_t request_id) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  return finish(fbb, request_id, CreateAck(fbb));
+}
+
+Frame make_scope_created(std::uint64_t request_id, const std::string& id, const std::string& temp_dir) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  auto i = fbb.CreateString(id);
+  auto t = fbb.CreateString(temp_dir);
+  return finish(fbb, request_id, CreateScopeCreated(fbb, i, t));
+}
+
+Frame make_scope_list_reply(std::uint64_t request_id, const std::vector<ScopeListEntry>& scopes) {
+  flatbuffers::FlatBufferBuilder fbb(1024);
+  std::vector<flatbuffers::Offset<ScopeInfo>> infos;
+  for (const auto& s : scopes) {
+    auto ws = fbb.CreateVectorOfStrings(s.workspaces);
+    auto deny = fbb.CreateVectorOfStrings(s.deny_read);
+    auto protect = fbb.CreateVectorOfStrings(s.protect);
+    auto id = fbb.CreateString(s.id);
+    auto parent = fbb.CreateString(s.parent);
+    auto temp = fbb.CreateString(s.temp_dir);
+    ScopeInfoBuilder b(fbb);
+    b.add_id(id);
+    b.add_parent(parent);
+    b.add_owner_uid(s.owner_uid);
+    b.add_detached(s.detached);
+    b.add_mode(s.mode);
+    b.add_network(s.network);
+    b.add_workspaces(ws);
+    b.add_temp_dir(temp);
+    b.add_background(s.background);
+    b.add_workers(s.workers);
+    b.add_deny_read(deny);
+    b.add_protect(protect);
+    if (s.memory_bytes) b.add_memory_bytes(*s.memory_bytes);
+    if (s.pids) b.add_pids(*s.pids);
+    b.add_cpu_time_ms(s.cpu_time_ms);
+    b.add_cpus(s.cpus);
+    b.add_max_file_size(s.max_file_size);
+    b.add_ceiling(s.ceiling);
+    infos.push_back(b.Finish());
+  }
+  auto v = fbb.CreateVector(infos);
+  return finish(fbb, request_id, CreateScopeList(fbb, v));
+}
+
+Frame make_background_started(std::uint64_t request_id, const std::string& id, const std::string& scope) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  auto i = fbb.CreateString(id);
+  auto s = fbb.CreateString(scope);
+  return finish(fbb, request_id, CreateBackgroundStarted(fbb, i, s));
+}
+
+Frame make_exec_result(std::uint64_t request_id, const ExecResultInfo& result) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  auto body = write_exec_result(fbb, result);
+  return finish(fbb, request_id, body);
+}
+
+Frame make_poll_reply(std::uint64_t request_id, const PollInfo& info) {
+  flatbuffers::FlatBufferBuilder fbb(256 + info.out.size() + info.err.size());
+  auto id = fbb.CreateString(info.id);
+  auto state = fbb.CreateString(info.state);
+  auto out = write_bytes(fbb, info.out);
+  auto err = write_bytes(fbb, info.err);
+  flatbuffers::Offset<ExecResult> result;
+  if (info.result) result = write_exec_result(fbb, *info.result);
+  return finish(fbb, request_id, CreatePollReply(fbb, id, state, out, err, result));
+}
+
+Frame make_authorization_request(std::uint64_t request_id, std::string_view description, std::uint64_t deadline_ms) {
+  flatbuffers::FlatBufferBuilder fbb(description.size() + 64);
+  auto d = fbb.CreateString(description);
+  return finish(fbb, request_id, CreateAuthorizationRequest(fbb, d, deadline_ms));
+}
+
+Frame make_read_result(std::uint64_t request_id, std::string_view data, std::uint64_t offset, std::uint64_t file_size,
+                       bool truncated) {
+  flatbuffers::FlatBufferBuilder fbb(data.size() + 256);
+  auto d = write_bytes(fbb, data);
+  return finish(fbb, request_id, CreateReadResult(fbb, d, offset, file_size, truncated));
+}
+
+Frame make_write_result(std::uint64_t request_id, std::uint64_t bytes) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  return finish(fbb, request_id, CreateWriteResult(fbb, bytes));
+}
+
+Frame make_list_result(std::uint64_t request_id, const std::vector<ListEntry>& entries, bool truncated) {
+  flatbuffers::FlatBufferBuilder fbb(256 + entries.size() * 64);
+  std::vector<flatbuffers::Offset<DirEntry>> v;
+  for (const auto& e : entries) {
+    auto name = fbb.CreateString(e.name);
+    auto type = fbb.CreateString(e.type);
+    v.push_back(CreateDirEntry(fbb, name, type, e.size, e.mtime_ms));
+  }
+  auto list = fbb.CreateVector(v);
+  return finish(fbb, request_id, CreateListResult(fbb, list, truncated));
+}
+
+Frame make_worker_started(std::uint64_t request_id, const std::string& name, const std::string& scope) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  auto n = fbb.CreateString(name);
+  auto s = fbb.CreateString(scope);
+  return finish(fbb, request_id, CreateWorkerStarted(fbb, n, s));
+}
+
+Frame make_worker_list_reply(std::uint64_t request_id, const std::vector<WorkerListEntry>& workers) {
+  flatbuffers::FlatBufferBuilder fbb(512);
+  std::vector<flatbuffers::Offset<WorkerInfo>> infos;
+  for (const auto& w : workers) {
+    auto name = fbb.CreateString(w.name);
+    auto scope = fbb.CreateString(w.scope);
+    auto state = fbb.CreateString(w.state);
+    auto argv = fbb.CreateVectorOfStrings(w.argv);
+    infos.push_back(CreateWorkerInfo(fbb, name, scope, state, w.evaluations, argv, w.pid));
+  }
+  auto v = fbb.CreateVector(infos);
+  return finish(fbb, request_id, CreateWorkerList(fbb, v));
+}
+
+Frame make_worker_logs_reply(std::uint64_t request_id, std::string_view data) {
+  flatbuffers::FlatBufferBuilder fbb(data.size() + 64);
+  auto d = write_bytes(fbb, data);
+  return finish(fbb, request_id, CreateWorkerLogs(fbb, d));
+}
+
+Frame make_worker_eval_result(std::uint64_t request_id, std::string_view reply, std::uint32_t host_calls) {
+  flatbuffers::FlatBufferBuilder fbb(reply.size() + 64);
+  auto d = write_bytes(fbb, reply);
+  return finish(fbb, request_id, CreateWorkerEvalResult(fbb, d, host_calls));
+}
+
+Frame make_evaluate(std::uint64_t request_id, std::string_view data) {
+  flatbuffers::FlatBufferBuilder fbb(data.size() + 64);
+  auto d = write_bytes(fbb, data);
+  return finish(fbb, request_id, CreateEvaluate(fbb, d));
+}
+
+Frame make_host_call(std::uint64_t request_id, std::uint64_t call_id, std::string_view data) {
+  flatbuffers::FlatBufferBuilder fbb(data.size() + 64);
+  auto d = write_bytes(fbb, data);
+  return finish(fbb, request_id, CreateHostCall(fbb, call_id, d));
+}
+
+Frame make_eval_reply(std::uint64_t request_id, std::string_view data) {
+  flatbuffers::FlatBufferBuilder fbb(data.size() + 64);
+  auto d = write_bytes(fbb, data);
+  return finish(fbb, request_id, CreateEvalReply(fbb, d));
 }
 
 std::vector<LayerInfo> read_layers(const flatbuffers::Vector<flatbuffers::Offset<Layer>>* v) {

@@ -96,6 +96,13 @@ struct WorkerEvalArgs {
   bool serve_host_calls = false;
 };
 Frame make_worker_eval(std::uint64_t request_id, const WorkerEvalArgs& args);
+// WorkerStop, WorkerListRequest (empty scope: every scope of the caller), WorkerLogsRequest.
+// The names are written even when empty.
+Frame make_worker_stop(std::uint64_t request_id, const std::string& name, const std::string& scope, bool force);
+Frame make_worker_list(std::uint64_t request_id, const std::string& scope);
+Frame make_worker_logs(std::uint64_t request_id, const std::string& name, const std::string& scope);
+// A host reply goes from a client to the supervisor and from the supervisor to its worker
+// (`request_id`: the evaluation's number there). An empty `error` is absent: the call succeeded.
 Frame make_host_reply(std::uint64_t request_id, std::uint64_t call_id, std::string_view data, std::string_view error = {});
 Frame make_authorization(std::uint64_t request_id, bool grant, std::string_view reason = {});
 
@@ -136,6 +143,105 @@ struct StatusInfo {
 };
 Frame make_status_reply(std::uint64_t request_id, const StatusInfo& info);
 Frame make_error(std::uint64_t request_id, ErrorCode code, std::string_view message);
+
+// Replies from the supervisor to its clients.
+Frame make_ack(std::uint64_t request_id);
+Frame make_scope_created(std::uint64_t request_id, const std::string& id, const std::string& temp_dir);
+
+// One row of ScopeList, as it reports a scope.
+struct ScopeListEntry {
+  std::string id;
+  std::string parent;  // empty: a top-level scope
+  std::uint32_t owner_uid = 0;
+  bool detached = false;
+  Mode mode = Mode::workspace_write;
+  Network network = Network::denied;
+  std::vector<std::string> workspaces, deny_read, protect;
+  std::string temp_dir;        // empty: not created yet
+  std::uint32_t background = 0;  // background commands it holds
+  std::uint32_t workers = 0;
+  std::optional<std::uint64_t> memory_bytes, pids;   // absent: none (the defaults apply); 0: unlimited
+  std::uint64_t cpu_time_ms = 0, max_file_size = 0;  // 0: none
+  double cpus = 0;
+  bool ceiling = false;
+};
+// The reply to make_scope_list().
+Frame make_scope_list_reply(std::uint64_t request_id, const std::vector<ScopeListEntry>& scopes);
+
+Frame make_background_started(std::uint64_t request_id, const std::string& id, const std::string& scope);
+
+// An ExecResult in plain C++: what happened to a command (runtime/result.h).
+struct ExecResultInfo {
+  ExitStatus status = ExitStatus::setup_error;
+  std::optional<std::int32_t> exit_code;  // only when the command exited
+  std::int32_t signal = 0;
+  bool timed_out = false;
+  bool output_truncated = false;
+  std::uint64_t wall_ms = 0, user_cpu_ms = 0, sys_cpu_ms = 0;
+  std::uint64_t max_rss_kb = 0;
+  std::optional<std::uint64_t> memory_peak_kb;
+  std::vector<std::string> enforced;
+  std::string temp_dir;
+  std::string setup_step;  // empty: absent
+  std::int32_t setup_errno = 0;
+  std::string message;     // empty: absent
+  std::uint64_t stdout_bytes = 0, stderr_bytes = 0;
+  std::optional<bool> launched;
+  // The effective policy, for a command that ran sandboxed; absent: none of its fields is written.
+  struct PolicyInfo {
+    Mode mode = Mode::workspace_write;
+    Network network = Network::denied;
+    std::vector<std::string> workspaces, deny_read, protect;
+  };
+  std::optional<PolicyInfo> policy;
+};
+Frame make_exec_result(std::uint64_t request_id, const ExecResultInfo& result);
+
+// What a Poll reports about a background command.
+struct PollInfo {
+  std::string id;
+  std::string state;  // running, exited, failed, stopped
+  std::string_view out, err;  // output since the last poll
+  std::optional<ExecResultInfo> result;  // once it has ended
+};
+Frame make_poll_reply(std::uint64_t request_id, const PollInfo& info);
+
+// `deadline_ms`: how long the client has to answer, in ms.
+Frame make_authorization_request(std::uint64_t request_id, std::string_view description, std::uint64_t deadline_ms);
+
+Frame make_read_result(std::uint64_t request_id, std::string_view data, std::uint64_t offset, std::uint64_t file_size,
+                       bool truncated);
+Frame make_write_result(std::uint64_t request_id, std::uint64_t bytes);
+// One row of ListResult.
+struct ListEntry {
+  std::string name;
+  std::string type;           // file, dir, symlink, other
+  std::uint64_t size = 0;     // bytes
+  std::int64_t mtime_ms = 0;  // ms since the epoch
+};
+Frame make_list_result(std::uint64_t request_id, const std::vector<ListEntry>& entries, bool truncated);
+
+Frame make_worker_started(std::uint64_t request_id, const std::string& name, const std::string& scope);
+// One row of WorkerList.
+struct WorkerListEntry {
+  std::string name, scope;
+  std::string state;  // idle, busy, state_lost, stopped
+  std::uint64_t evaluations = 0;
+  std::vector<std::string> argv;
+  std::uint32_t pid = 0;  // 0: no process
+};
+// The reply to make_worker_list().
+Frame make_worker_list_reply(std::uint64_t request_id, const std::vector<WorkerListEntry>& workers);
+// The reply to make_worker_logs(): the worker's latest output.
+Frame make_worker_logs_reply(std::uint64_t request_id, std::string_view data);
+Frame make_worker_eval_result(std::uint64_t request_id, std::string_view reply, std::uint32_t host_calls);
+
+// The worker channel (docs/design.md "Workers and channels"), where `request_id` is the
+// evaluation's number. The supervisor sends Evaluate and host replies; the worker sends host
+// calls and its EvalReply. A host call is relayed to the evaluating client under the client's id.
+Frame make_evaluate(std::uint64_t request_id, std::string_view data);
+Frame make_host_call(std::uint64_t request_id, std::uint64_t call_id, std::string_view data);
+Frame make_eval_reply(std::uint64_t request_id, std::string_view data);
 
 std::vector<LayerInfo> read_layers(const flatbuffers::Vector<flatbuffers::Offset<Layer>>* v);
 std::vector<BoundInfo> read_bounds(const flatbuffers::Vector<flatbuffers::Offset<Bound>>* v);

@@ -10,14 +10,10 @@
 #include <cstring>
 #include <exception>
 
+#include "worker_proto/messages.h"
+
 namespace corral::proto {
 namespace {
-
-using Bytes = flatbuffers::Offset<flatbuffers::Vector<std::uint8_t>>;
-
-Bytes bytes(flatbuffers::FlatBufferBuilder& fbb, std::string_view data) {
-  return fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(data.data()), data.size());
-}
 
 std::string text(const flatbuffers::Vector<std::uint8_t>* v) {
   return v ? std::string(reinterpret_cast<const char*>(v->data()), v->size()) : std::string();
@@ -26,23 +22,6 @@ std::string text(const flatbuffers::Vector<std::uint8_t>* v) {
 std::string protocol_error(const Error* e) {
   return "the supervisor reported a protocol error (" + std::string(EnumNameErrorCode(e->code())) +
          "): " + (e->message() ? e->message()->str() : std::string());
-}
-
-template <class T>
-Frame finish(flatbuffers::FlatBufferBuilder& fbb, std::uint64_t id, flatbuffers::Offset<T> body) {
-  return finish_frame(fbb, CreateMessage(fbb, id, BodyTraits<T>::enum_value, body.Union()));
-}
-
-Frame eval_reply(std::uint64_t id, std::string_view data) {
-  flatbuffers::FlatBufferBuilder fbb(64 + data.size());
-  auto d = bytes(fbb, data);
-  return finish(fbb, id, CreateEvalReply(fbb, d));
-}
-
-Frame host_call_frame(std::uint64_t id, std::uint64_t call_id, std::string_view data) {
-  flatbuffers::FlatBufferBuilder fbb(64 + data.size());
-  auto d = bytes(fbb, data);
-  return finish(fbb, id, CreateHostCall(fbb, call_id, d));
 }
 
 // Logs go to stderr, which the supervisor keeps as the worker's log.
@@ -154,10 +133,10 @@ Result<void> WorkerConnection::serve(const Handler& handler) {
       }
       in_eval_ = false;
       if (broken_) break;  // nobody to reply to
-      Frame frame = eval_reply(eval_id_, reply);
+      Frame frame = make_eval_reply(eval_id_, reply);
       if (frame.size() - kHeaderBytes > kMaxFrame)
-        frame = eval_reply(eval_id_, "corral worker error: the reply of " + std::to_string(reply.size()) +
-                                         " bytes is over the frame limit");
+        frame = make_eval_reply(eval_id_, "corral worker error: the reply of " + std::to_string(reply.size()) +
+                                              " bytes is over the frame limit");
       if (auto written = write_frame(frame); !written) return written;
     } else if (const Error* e = msg->body_as_Error()) {
       return Failure{Failure::Kind::protocol, protocol_error(e)};
@@ -178,7 +157,7 @@ Result<std::uint64_t> WorkerConnection::start_host_call(std::string_view data) {
     return Failure{Failure::Kind::invalid, "host calls are only possible while an evaluation runs (inside the handler)"};
   if (broken_) return *broken_;
   const std::uint64_t call_id = next_call_id_++;
-  Frame frame = host_call_frame(eval_id_, call_id, data);
+  Frame frame = make_host_call(eval_id_, call_id, data);
   if (frame.size() - kHeaderBytes > kMaxFrame)
     return Failure{Failure::Kind::invalid,
                    "host call of " + std::to_string(data.size()) + " bytes is over the frame limit"};
