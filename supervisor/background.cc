@@ -81,14 +81,10 @@ proto::Frame BackgroundTable::poll(std::uint64_t request_id, const std::string& 
             : r->result.status == ExitStatus::cancelled ? "stopped"
                                                         : "failed";
   }
-  flatbuffers::FlatBufferBuilder fbb(256 + r->out.size() + r->err.size());
-  auto id_off = fbb.CreateString(r->id);
-  auto state_off = fbb.CreateString(state);
-  auto out = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(r->out.data()), r->out.size());
-  auto err = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(r->err.data()), r->err.size());
-  flatbuffers::Offset<proto::ExecResult> result;
-  if (r->ended) result = build_exec_result(fbb, r->result);
-  auto body = proto::CreatePollReply(fbb, id_off, state_off, out, err, result);
+  // Built before the output is cleared and the record dropped: PollInfo only views them.
+  proto::Frame reply = proto::make_poll_reply(
+      request_id, {r->id, state, r->out, r->err,
+                   r->ended ? std::optional<proto::ExecResultInfo>(exec_result_info(r->result)) : std::nullopt});
   r->out.clear();
   r->err.clear();
   if (r->paused) {
@@ -96,7 +92,7 @@ proto::Frame BackgroundTable::poll(std::uint64_t request_id, const std::string& 
     r->exec.resume_output();
   }
   if (r->ended) records_.erase(it);  // the end has been seen: the record's job is done
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, request_id, proto::Body::PollReply, body.Union()));
+  return reply;
 }
 
 proto::Frame BackgroundTable::stop(std::uint64_t request_id, const std::string& id, bool force, uid_t uid) {
@@ -109,8 +105,7 @@ proto::Frame BackgroundTable::stop(std::uint64_t request_id, const std::string& 
     if (force) r->exec.terminate();
     else r->exec.stop();
   }
-  flatbuffers::FlatBufferBuilder fbb(64);
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, request_id, proto::Body::Ack, proto::CreateAck(fbb).Union()));
+  return proto::make_ack(request_id);
 }
 
 void BackgroundTable::abandon(const std::string& id) {

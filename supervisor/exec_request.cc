@@ -171,50 +171,30 @@ StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& o
   return spec;
 }
 
-proto::Frame make_exec_result(std::uint64_t request_id, const Result& r) {
-  flatbuffers::FlatBufferBuilder fbb(256);
-  auto body = build_exec_result(fbb, r);
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, request_id, proto::Body::ExecResult, body.Union()));
-}
-
-flatbuffers::Offset<proto::ExecResult> build_exec_result(flatbuffers::FlatBufferBuilder& fbb, const Result& r) {
-  auto enforced = fbb.CreateVectorOfStrings(r.enforced);
-  auto temp_dir = fbb.CreateString(r.temp_dir);
-  auto step = r.setup_step.empty() ? 0 : fbb.CreateString(r.setup_step);
-  auto message = r.message.empty() ? 0 : fbb.CreateString(r.message);
-  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>> ws, deny, protect;
-  if (r.policy) {
-    ws = fbb.CreateVectorOfStrings(r.policy->workspaces);
-    deny = fbb.CreateVectorOfStrings(r.policy->deny_read);
-    protect = fbb.CreateVectorOfStrings(r.policy->protect);
-  }
-  proto::ExecResultBuilder b(fbb);
-  if (r.policy) {
-    b.add_mode(to_wire(r.policy->mode));
-    b.add_network(to_wire(r.policy->network));
-    b.add_workspaces(ws);
-    b.add_deny_read(deny);
-    b.add_protect(protect);
-  }
-  b.add_status(static_cast<proto::ExitStatus>(r.status));
-  if (r.exit_code) b.add_exit_code(*r.exit_code);
-  b.add_signal(r.signal);
-  b.add_timed_out(r.timed_out);
-  b.add_output_truncated(r.output_truncated);
-  b.add_wall_ms(r.wall_ms);
-  b.add_user_cpu_ms(r.user_cpu_ms);
-  b.add_sys_cpu_ms(r.sys_cpu_ms);
-  b.add_max_rss_kb(r.max_rss_kb);
-  if (r.memory_peak_kb) b.add_memory_peak_kb(*r.memory_peak_kb);
-  if (r.launched) b.add_launched(*r.launched);
-  b.add_enforced(enforced);
-  b.add_temp_dir(temp_dir);
-  b.add_setup_step(step);
-  b.add_setup_errno(r.setup_errno);
-  b.add_message(message);
-  b.add_stdout_bytes(r.out_bytes);
-  b.add_stderr_bytes(r.err_bytes);
-  return b.Finish();
+proto::ExecResultInfo exec_result_info(const Result& r) {
+  proto::ExecResultInfo out;
+  out.status = static_cast<proto::ExitStatus>(r.status);
+  out.exit_code = r.exit_code;
+  out.signal = r.signal;
+  out.timed_out = r.timed_out;
+  out.output_truncated = r.output_truncated;
+  out.wall_ms = r.wall_ms;
+  out.user_cpu_ms = r.user_cpu_ms;
+  out.sys_cpu_ms = r.sys_cpu_ms;
+  out.max_rss_kb = r.max_rss_kb;
+  out.memory_peak_kb = r.memory_peak_kb;
+  out.enforced = r.enforced;
+  out.temp_dir = r.temp_dir;
+  out.setup_step = r.setup_step;
+  out.setup_errno = r.setup_errno;
+  out.message = r.message;
+  out.stdout_bytes = r.out_bytes;
+  out.stderr_bytes = r.err_bytes;
+  out.launched = r.launched;
+  if (r.policy)
+    out.policy = proto::ExecResultInfo::PolicyInfo{to_wire(r.policy->mode), to_wire(r.policy->network),
+                                                   r.policy->workspaces, r.policy->deny_read, r.policy->protect};
+  return out;
 }
 
 
@@ -335,11 +315,8 @@ void ExecRequests::on_exec(const proto::Message& msg) {
     auto started = ctx.background->start(std::move(*spec), scope, s_.peer().uid,
                                          [peer = s_.peer(), id, logged](const Result& r) { log_launch(peer, id, logged, r); });
     if (!started.ok()) return s_.send_error(id, ErrorCode::too_many_requests, started.status().message());
-    flatbuffers::FlatBufferBuilder fbb(128);
-    auto body = proto::CreateBackgroundStarted(fbb, fbb.CreateString(*started), fbb.CreateString(scope->id()));
     BackgroundTable* table = ctx.background.get();
-    s_.queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::BackgroundStarted, body.Union())),
-             [table, bg = *started] { table->abandon(bg); });
+    s_.queue(proto::make_background_started(id, *started, scope->id()), [table, bg = *started] { table->abandon(bg); });
     return;
   }
 
@@ -352,11 +329,8 @@ void ExecRequests::on_exec(const proto::Message& msg) {
     spec->on_prepared = [this, weak, id, description = authorization_description(*spec, scope->id())] {
       auto keep = weak.lock();
       if (!keep || s_.closed()) return;
-      flatbuffers::FlatBufferBuilder fbb(description.size() + 64);
       const auto deadline = s_.ctx().options.authorization_deadline;
-      auto body = proto::CreateAuthorizationRequest(fbb, fbb.CreateString(description),
-                                                    static_cast<std::uint64_t>(deadline.count()));
-      s_.queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::AuthorizationRequest, body.Union())));
+      s_.queue(proto::make_authorization_request(id, description, static_cast<std::uint64_t>(deadline.count())));
       auto timer = std::make_unique<asio::steady_timer>(s_.io(), deadline);
       timer->async_wait([this, weak, id](std::error_code ec) {
         auto alive = weak.lock();
@@ -392,7 +366,7 @@ void ExecRequests::on_exec(const proto::Message& msg) {
 void ExecRequests::on_done(std::uint64_t id, Result result) {
   authorizations_.erase(id);
   s_.release(id);
-  s_.queue(make_exec_result(id, result));
+  s_.queue(proto::make_exec_result(id, exec_result_info(result)));
   running_.erase(id);
 }
 

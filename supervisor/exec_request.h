@@ -11,6 +11,7 @@
 #include "runtime/status.h"
 #include "supervisor/server.h"
 #include "worker_proto/codec.h"
+#include "worker_proto/messages.h"
 
 namespace corral::supervisor {
 
@@ -31,8 +32,8 @@ StatusOr<Policy> request_policy(const proto::ExecRequest& req, const Policy& sco
 StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& options, const Policy& scope_policy,
                            Ceiling ceiling, const Credentials* peer = nullptr);
 
-proto::Frame make_exec_result(std::uint64_t request_id, const Result& result);
-flatbuffers::Offset<proto::ExecResult> build_exec_result(flatbuffers::FlatBufferBuilder& fbb, const Result& result);
+// A command's result as the wire reports it (proto::make_exec_result, a PollReply's result).
+proto::ExecResultInfo exec_result_info(const Result& result);
 
 // Exactly what an authorized launch will run, as one line of JSON for the client to judge:
 // sh or argv, cwd, env (names only), mode, network, workspaces, deny_read, protect, binds, caps,

@@ -113,10 +113,7 @@ proto::Frame handle_read_as_peer(std::uint64_t id, const proto::ReadRequest& req
   auto r = req.binary() ? files::read_bytes(*roots, path, req.offset(), max)
                         : files::read_text(*roots, path, req.offset(), max);
   if (!r.ok()) return error_frame(id, r.status());
-  flatbuffers::FlatBufferBuilder fbb(r->data.size() + 256);
-  auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(r->data.data()), r->data.size());
-  auto body = proto::CreateReadResult(fbb, data, r->offset, r->file_size, r->truncated);
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::ReadResult, body.Union()));
+  return proto::make_read_result(id, r->data, r->offset, r->file_size, r->truncated);
 }
 
 proto::Frame handle_write_as_peer(std::uint64_t id, const proto::WriteRequest& req, const FileContext& ctx) {
@@ -129,9 +126,7 @@ proto::Frame handle_write_as_peer(std::uint64_t id, const proto::WriteRequest& r
   if (req.data()) data = {reinterpret_cast<const char*>(req.data()->data()), req.data()->size()};
   Status st = files::write_file(*roots, command_view(proto::str(req.path()), ctx), data, req.binary(), files::kDefaultWrite);
   if (!st.ok()) return error_frame(id, st);
-  flatbuffers::FlatBufferBuilder fbb(64);
-  auto body = proto::CreateWriteResult(fbb, data.size());
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::WriteResult, body.Union()));
+  return proto::make_write_result(id, data.size());
 }
 
 proto::Frame handle_list_as_peer(std::uint64_t id, const proto::ListRequest& req, const FileContext& ctx) {
@@ -144,12 +139,9 @@ proto::Frame handle_list_as_peer(std::uint64_t id, const proto::ListRequest& req
                              "max_entries is over the limit of " + std::to_string(files::kMaxListEntries));
   auto listing = files::list_dir(*roots, command_view(proto::str(req.path()), ctx), max);
   if (!listing.ok()) return error_frame(id, listing.status());
-  flatbuffers::FlatBufferBuilder fbb(256 + listing->entries.size() * 64);
-  std::vector<flatbuffers::Offset<proto::DirEntry>> entries;
-  for (const auto& e : listing->entries)
-    entries.push_back(proto::CreateDirEntry(fbb, fbb.CreateString(e.name), fbb.CreateString(e.type), e.size, e.mtime_ms));
-  auto body = proto::CreateListResult(fbb, fbb.CreateVector(entries), listing->truncated);
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::ListResult, body.Union()));
+  std::vector<proto::ListEntry> entries;
+  for (const auto& e : listing->entries) entries.push_back({e.name, e.type, e.size, e.mtime_ms});
+  return proto::make_list_result(id, entries, listing->truncated);
 }
 
 

@@ -9,14 +9,6 @@ namespace corral::supervisor {
 
 using proto::ErrorCode;
 
-namespace {
-
-proto::Frame ack(std::uint64_t id) {
-  flatbuffers::FlatBufferBuilder fbb(64);
-  return proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::Ack, proto::CreateAck(fbb).Union()));
-}
-
-}  // namespace
 
 void ScopeRequests::on_create(const proto::Message& msg) {
   const std::uint64_t id = msg.request_id();
@@ -70,9 +62,7 @@ void ScopeRequests::on_create(const proto::Message& msg) {
     s_.send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
     return;
   }
-  flatbuffers::FlatBufferBuilder fbb(128);
-  auto body = proto::CreateScopeCreated(fbb, fbb.CreateString(scope->id()), fbb.CreateString(*temp));
-  s_.queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, id, proto::Body::ScopeCreated, body.Union())));
+  s_.queue(proto::make_scope_created(id, scope->id(), *temp));
 }
 
 void ScopeRequests::on_close(const proto::Message& msg) {
@@ -84,44 +74,36 @@ void ScopeRequests::on_close(const proto::Message& msg) {
     return;
   }
   s_.ctx().scopes->close(scope);
-  s_.queue(ack(id));
+  s_.queue(proto::make_ack(id));
 }
 
 void ScopeRequests::on_list(const proto::Message& msg) {
-  flatbuffers::FlatBufferBuilder fbb(1024);
-  std::vector<flatbuffers::Offset<proto::ScopeInfo>> infos;
+  std::vector<proto::ScopeListEntry> entries;
   for (const auto& s : s_.ctx().scopes->list(s_.peer().uid)) {
     auto parent = s->parent.lock();
     const Policy& p = s->defaults;
-    auto ws = fbb.CreateVectorOfStrings(p.workspaces);
-    auto deny = fbb.CreateVectorOfStrings(p.deny_read);
-    auto protect = fbb.CreateVectorOfStrings(p.protect);
-    auto id_off = fbb.CreateString(s->id());
-    auto parent_off = fbb.CreateString(parent ? parent->id() : "");
-    auto temp_off = fbb.CreateString(s->temp_dir_if_any());
-    proto::ScopeInfoBuilder b(fbb);
-    b.add_id(id_off);
-    b.add_parent(parent_off);
-    b.add_owner_uid(s->owner());
-    b.add_detached(s->detached);
-    b.add_mode(to_wire(p.mode));
-    b.add_network(to_wire(p.network));
-    b.add_workspaces(ws);
-    b.add_temp_dir(temp_off);
-    b.add_background(static_cast<std::uint32_t>(s->background_count));
-    b.add_workers(static_cast<std::uint32_t>(s->worker_count));
-    b.add_deny_read(deny);
-    b.add_protect(protect);
-    if (p.caps.memory_bytes) b.add_memory_bytes(*p.caps.memory_bytes);
-    if (p.caps.pids) b.add_pids(*p.caps.pids);
-    b.add_cpu_time_ms(p.caps.cpu_time ? static_cast<std::uint64_t>(p.caps.cpu_time->count()) : 0);
-    b.add_cpus(p.caps.cpus.value_or(0));
-    b.add_max_file_size(p.caps.max_file_size.value_or(0));
-    b.add_ceiling(s->ceiling == Ceiling::bounded);
-    infos.push_back(b.Finish());
+    proto::ScopeListEntry e;
+    e.id = s->id();
+    e.parent = parent ? parent->id() : "";
+    e.owner_uid = s->owner();
+    e.detached = s->detached;
+    e.mode = to_wire(p.mode);
+    e.network = to_wire(p.network);
+    e.workspaces = p.workspaces;
+    e.deny_read = p.deny_read;
+    e.protect = p.protect;
+    e.temp_dir = s->temp_dir_if_any();
+    e.background = static_cast<std::uint32_t>(s->background_count);
+    e.workers = static_cast<std::uint32_t>(s->worker_count);
+    e.memory_bytes = p.caps.memory_bytes;
+    e.pids = p.caps.pids;
+    e.cpu_time_ms = p.caps.cpu_time ? static_cast<std::uint64_t>(p.caps.cpu_time->count()) : 0;
+    e.cpus = p.caps.cpus.value_or(0);
+    e.max_file_size = p.caps.max_file_size.value_or(0);
+    e.ceiling = s->ceiling == Ceiling::bounded;
+    entries.push_back(std::move(e));
   }
-  auto body = proto::CreateScopeList(fbb, fbb.CreateVector(infos));
-  s_.queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::ScopeList, body.Union())));
+  s_.queue(proto::make_scope_list_reply(msg.request_id(), entries));
 }
 
 void ScopeRequests::close() {

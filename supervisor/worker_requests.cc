@@ -215,9 +215,7 @@ void WorkerRequests::on_start(const proto::Message& msg) {
     auto keep = weak.lock();
     if (!keep) return;
     if (!st.ok()) return s_.send_error(id, ErrorCode::internal, st.message());
-    flatbuffers::FlatBufferBuilder out(128);
-    auto body = proto::CreateWorkerStarted(out, out.CreateString(name), out.CreateString(scope_id));
-    s_.queue(proto::finish_frame(out, proto::CreateMessage(out, id, proto::Body::WorkerStarted, body.Union())));
+    s_.queue(proto::make_worker_started(id, name, scope_id));
   };
   if (Status st = worker->start(on_ready); !st.ok()) {
     worker->stop(/*force=*/true);
@@ -299,26 +297,21 @@ void WorkerRequests::on_stop(const proto::Message& msg) {
   auto worker = find(msg.request_id(), req.scope(), req.name());
   if (!worker) return;
   worker->stop(req.force());
-  flatbuffers::FlatBufferBuilder fbb(64);
-  s_.queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::Ack, proto::CreateAck(fbb).Union())));
+  s_.queue(proto::make_ack(msg.request_id()));
 }
 
 void WorkerRequests::on_list(const proto::Message& msg) {
   const std::string only = proto::str(msg.body_as_WorkerListRequest()->scope());
-  flatbuffers::FlatBufferBuilder fbb(512);
-  std::vector<flatbuffers::Offset<proto::WorkerInfo>> infos;
+  std::vector<proto::WorkerListEntry> entries;
   for (const auto& [key, w] : s_.ctx().workers) {
     if (!w->scope()->permits(s_.peer().uid) || w->owner() != s_.peer().uid) {
       if (s_.peer().uid != 0) continue;
     }
     if (!only.empty() && w->scope()->id() != only) continue;
-    infos.push_back(proto::CreateWorkerInfo(fbb, fbb.CreateString(w->name()), fbb.CreateString(w->scope()->id()),
-                                            fbb.CreateString(w->state_name()), w->evaluations(),
-                                            fbb.CreateVectorOfStrings(w->argv()),
-                                            static_cast<std::uint32_t>(std::max(0, static_cast<int>(w->pid())))));
+    entries.push_back({w->name(), w->scope()->id(), w->state_name(), w->evaluations(), w->argv(),
+                       static_cast<std::uint32_t>(std::max(0, static_cast<int>(w->pid())))});
   }
-  auto body = proto::CreateWorkerList(fbb, fbb.CreateVector(infos));
-  s_.queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::WorkerList, body.Union())));
+  s_.queue(proto::make_worker_list_reply(msg.request_id(), entries));
 }
 
 void WorkerRequests::on_logs(const proto::Message& msg) {
@@ -326,10 +319,7 @@ void WorkerRequests::on_logs(const proto::Message& msg) {
   auto worker = find(msg.request_id(), req.scope(), req.name());
   if (!worker) return;
   const std::string& logs = worker->logs();
-  flatbuffers::FlatBufferBuilder fbb(logs.size() + 64);
-  auto data = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(logs.data()), logs.size());
-  auto body = proto::CreateWorkerLogs(fbb, data);
-  s_.queue(proto::finish_frame(fbb, proto::CreateMessage(fbb, msg.request_id(), proto::Body::WorkerLogs, body.Union())));
+  s_.queue(proto::make_worker_logs_reply(msg.request_id(), logs));
 }
 
 bool WorkerRequests::on_cancel(std::uint64_t id) {
