@@ -19,6 +19,7 @@
 #include <asio/signal_set.hpp>
 #include <asio/use_awaitable.hpp>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <list>
 #include <optional>
@@ -172,27 +173,32 @@ class Server {
     // The lineage walk reads /proc/PID/status up the peer's ancestry: off the loop. Admissions
     // in progress count against --max-connections, so a flood of connects is refused here
     // instead of queueing walks.
-    if (ctx_.connections + admitting_ >= ctx_.options.max_connections) {
+    if (ctx_.connections + admissions_.size() >= ctx_.options.max_connections) {
       if (peer_pidfd >= 0) ::close(peer_pidfd);
       spdlog::warn("refused a connection from pid {}: {} connections open or being admitted (--max-connections)",
-                   cred.pid, ctx_.connections + admitting_);
+                   cred.pid, ctx_.connections + admissions_.size());
       refuse(socket, proto::ErrorCode::too_many_connections,
-             "the supervisor already has " + std::to_string(ctx_.connections + admitting_) +
+             "the supervisor already has " + std::to_string(ctx_.connections + admissions_.size()) +
                  " connections (serve --max-connections)");
       return;
     }
-    ++admitting_;
-    auto pending = std::make_shared<stream_protocol::socket>(std::move(socket));
+    // Admitted in the order accepted, whichever walk ends first: a client that connected and
+    // left is seen gone before the next one is counted.
+    auto admission = std::make_shared<Admission>(Admission{std::move(socket), peer, std::nullopt});
+    admissions_.push_back(admission);
     auto pidfd = std::make_shared<UniqueFd>(peer_pidfd);
     const pid_t self = ::getpid();
     // The job may outlive this Server (a supervisor stopping drains its pools after the Server
     // is gone): it touches only the io_context, and the handler runs only while the loop does.
-    ctx_.launcher->submit([this, &io = io_, pending, pidfd, peer, self]() {
-      const Lineage who = lineage(peer.pid, self, pidfd->get());
-      asio::post(io, [this, pending, peer, who]() {
-        --admitting_;
-        if (stopping_) return;
-        admit_checked(std::move(*pending), peer, who);
+    ctx_.launcher->submit([this, &io = io_, admission, pidfd, self]() {
+      const Lineage who = lineage(admission->peer.pid, self, pidfd->get());
+      asio::post(io, [this, admission, who]() {
+        admission->who = who;
+        while (!admissions_.empty() && admissions_.front()->who) {
+          auto next = std::move(admissions_.front());
+          admissions_.pop_front();
+          if (!stopping_) admit_checked(std::move(next->socket), next->peer, *next->who);
+        }
       });
     });
   }
@@ -251,7 +257,13 @@ class Server {
   stream_protocol::acceptor acceptor_;
   asio::signal_set& signals_;
   std::list<std::weak_ptr<Connection>> connections_;
-  unsigned admitting_ = 0;  // accepted, lineage being checked off the loop
+  // Accepted, their lineage being checked off the loop; admitted in this order.
+  struct Admission {
+    stream_protocol::socket socket;
+    Peer peer;
+    std::optional<Lineage> who;  // once known
+  };
+  std::deque<std::shared_ptr<Admission>> admissions_;
   bool stopping_ = false;
 };
 

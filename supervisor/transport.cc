@@ -1,10 +1,10 @@
 #include "supervisor/transport.h"
 
-#include <array>
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/read.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
+
+#include "supervisor/frame_reader.h"
 
 namespace corral::supervisor {
 
@@ -13,8 +13,6 @@ namespace {
 constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
 // The writer hands the kernel up to this much per write: fewer syscalls under streaming.
 constexpr std::size_t kWriteBatchBytes = 256 * 1024;
-// A buffer grown by one large frame is not kept for a connection's life.
-constexpr std::size_t kKeptReadBuffer = 1 << 20;
 
 }  // namespace
 
@@ -24,7 +22,6 @@ Transport::Transport(asio::io_context& io, asio::local::stream_protocol::socket 
 }
 
 asio::awaitable<void> Transport::reader() {
-  std::array<std::uint8_t, proto::kHeaderBytes> header;
   std::vector<std::uint8_t> payload;
   while (!closed_ && !flush_then_close_) {
     if (reading_paused()) {
@@ -32,27 +29,20 @@ asio::awaitable<void> Transport::reader() {
       co_await reader_wake_.async_wait(use_tuple);
       continue;
     }
-    auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(header), use_tuple);
-    if (ec) break;
-    const std::uint32_t len = proto::read_length(header.data());
-    if (len > limits_.max_frame) {
+    const FrameRead in = co_await read_frame(socket_, limits_.max_frame, payload);
+    if (in.end == FrameRead::End::closed) break;
+    if (in.end == FrameRead::End::oversized) {
       // The stream cannot be resynchronised without reading the payload: refuse and close.
       close_after(proto::make_error(0, proto::ErrorCode::frame_too_large,
-                                    "frame of " + std::to_string(len) + " bytes is over the " +
+                                    "frame of " + std::to_string(in.length) + " bytes is over the " +
                                         std::to_string(limits_.max_frame) + "-byte limit; closing the connection"));
       break;
     }
-    payload.resize(len);
-    auto [ec2, n2] = co_await asio::async_read(socket_, asio::buffer(payload), use_tuple);
-    if (ec2) break;
-    proto::DecodeError err;
-    const proto::Message* msg = proto::verify_payload(payload, limits_.max_frame, err);
-    if (!msg) {
-      queue(proto::make_error(0, err.code, err.message));
+    if (in.end == FrameRead::End::malformed) {
+      queue(proto::make_error(0, in.error.code, in.error.message));
       continue;
     }
-    owner_.on_frame(*msg, payload);
-    if (payload.capacity() > kKeptReadBuffer) payload = {};
+    owner_.on_frame(*in.msg, payload);
   }
 }
 

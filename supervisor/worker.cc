@@ -12,6 +12,7 @@
 #include <asio/write.hpp>
 
 #include "runtime/unique_fd.h"
+#include "supervisor/frame_reader.h"
 #include "worker_proto/messages.h"
 
 namespace corral::supervisor {
@@ -145,7 +146,9 @@ asio::awaitable<void> Worker::read_frames(std::weak_ptr<Worker> weak, std::share
     auto w = weak.lock();
     return w && w->generation_ == channel->generation ? w : nullptr;
   };
-  std::array<std::uint8_t, proto::kHeaderBytes> header;
+  std::uint32_t max_frame = 0;
+  if (auto w = owner()) max_frame = w->max_frame_;
+  else co_return;
   std::vector<std::uint8_t> payload;
   for (;;) {
     // Back-pressure: nothing more is read while what the worker's frames would feed is full.
@@ -155,27 +158,20 @@ asio::awaitable<void> Worker::read_frames(std::weak_ptr<Worker> weak, std::share
       channel->read_wake.expires_at(std::chrono::steady_clock::time_point::max());
       co_await channel->read_wake.async_wait(use_tuple);
     }
-    auto [ec, n] = co_await asio::async_read(channel->socket, asio::buffer(header), use_tuple);
-    if (ec) break;
-    const std::uint32_t len = proto::read_length(header.data());
-    if (auto w = owner(); !w) {
-      co_return;
-    } else if (len > w->max_frame_) {
-      w->poison(ErrorCode::state_lost, "protocol violation: the worker sent a frame of " + std::to_string(len) + " bytes");
-      co_return;
-    }
-    payload.resize(len);
-    auto [ec2, n2] = co_await asio::async_read(channel->socket, asio::buffer(payload), use_tuple);
-    if (ec2) break;
+    // Its channel, held here: a reset meanwhile closes it, and the read ends.
+    const FrameRead in = co_await read_frame(channel->socket, max_frame, payload);
+    if (in.end == FrameRead::End::closed) break;
     auto w = owner();
     if (!w) co_return;
-    proto::DecodeError err;
-    const proto::Message* msg = proto::verify_payload(payload, w->max_frame_, err);
-    if (!msg) {
-      w->poison(ErrorCode::state_lost, "protocol violation: " + err.message);
+    if (in.end == FrameRead::End::oversized) {
+      w->poison(ErrorCode::state_lost, "protocol violation: the worker sent a frame of " + std::to_string(in.length) + " bytes");
       co_return;
     }
-    w->on_frame(*msg);
+    if (in.end == FrameRead::End::malformed) {
+      w->poison(ErrorCode::state_lost, "protocol violation: " + in.error.message);
+      co_return;
+    }
+    w->on_frame(*in.msg);
   }
   // EOF: the worker closed its channel or died; its exit is reported by the engine.
   if (auto w = owner(); w && w->state_ != State::stopped && w->state_ != State::state_lost && w->current_)

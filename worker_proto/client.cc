@@ -102,45 +102,22 @@ Result<void> Client::send_bytes(const void* data, std::size_t n) {
 
 Result<void> Client::send(const Frame& frame) { return send_bytes(frame.data(), frame.size()); }
 
-namespace {
-// Reads exactly n bytes; 0 = ok, -1 = error/EOF (errno 0 on EOF), -2 = timeout.
-int read_exact(int fd, std::uint8_t* p, std::size_t n, int timeout_ms) {
-  while (n > 0) {
-    if (timeout_ms >= 0) {
-      pollfd pfd{fd, POLLIN, 0};
-      int r = ::poll(&pfd, 1, timeout_ms);
-      if (r < 0 && errno == EINTR) continue;
-      if (r == 0) return -2;
-    }
-    ssize_t got = ::recv(fd, p, n, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      if (got == 0) errno = 0;
-      return -1;
-    }
-    p += got;
-    n -= static_cast<std::size_t>(got);
-  }
-  return 0;
-}
-}  // namespace
-
 Result<Received> Client::receive(int timeout_ms) {
-  std::uint8_t header[kHeaderBytes];
-  int rc = read_exact(fd_, header, sizeof header, timeout_ms);
-  if (rc == -2) return failure(Failure::Kind::timeout, "timed out waiting for the supervisor");
-  if (rc < 0)
-    return errno ? failure(Failure::Kind::io, std::string("receive: ") + std::strerror(errno))
-                 : failure(Failure::Kind::closed, "the supervisor closed the connection");
-  std::uint32_t n = read_length(header);
-  if (n > max_frame_)
-    return failure(Failure::Kind::protocol, "the supervisor sent a frame of " + std::to_string(n) + " bytes, over the " +
-                                                std::to_string(max_frame_) + "-byte limit");
+  FrameIn in = read_frame(fd_, max_frame_, timeout_ms);
+  switch (in.end) {
+    case FrameIn::End::frame: break;
+    case FrameIn::End::timeout: return failure(Failure::Kind::timeout, "timed out waiting for the supervisor");
+    case FrameIn::End::io: return failure(Failure::Kind::io, std::string("receive: ") + std::strerror(in.err));
+    case FrameIn::End::eof: return failure(Failure::Kind::closed, "the supervisor closed the connection");
+    case FrameIn::End::truncated:
+      return failure(Failure::Kind::closed, in.in_header ? "the supervisor closed the connection"
+                                                         : "the supervisor closed the connection mid-frame");
+    case FrameIn::End::oversized:
+      return failure(Failure::Kind::protocol, "the supervisor sent a frame of " + std::to_string(in.length) +
+                                                  " bytes, over the " + std::to_string(max_frame_) + "-byte limit");
+  }
   Received out;
-  out.payload.resize(n);
-  rc = read_exact(fd_, out.payload.data(), n, timeout_ms);
-  if (rc == -2) return failure(Failure::Kind::timeout, "timed out waiting for the supervisor");
-  if (rc < 0) return failure(Failure::Kind::closed, "the supervisor closed the connection mid-frame");
+  out.payload = std::move(in.payload);
   DecodeError err;
   out.msg = verify_payload(out.payload, max_frame_, err);
   if (!out.msg) return failure(Failure::Kind::protocol, "bad frame from the supervisor: " + err.message);

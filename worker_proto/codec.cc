@@ -1,5 +1,9 @@
 #include "worker_proto/codec.h"
 
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 
 namespace corral::proto {
@@ -94,6 +98,66 @@ bool FrameSplitter::next(std::vector<std::uint8_t>& payload) {
 const char* body_name(Body type) {
   const char* name = EnumNameBody(type);
   return (name && *name) ? name : "unknown";
+}
+
+namespace {
+
+// How many of [p, p + n) arrived: n, fewer at the end of the stream, or -1 (errno set; ETIME
+// for a timeout).
+ssize_t read_exact(int fd, std::uint8_t* p, std::size_t n, int timeout_ms) {
+  std::size_t got = 0;
+  while (got < n) {
+    if (timeout_ms >= 0) {
+      pollfd pfd{fd, POLLIN, 0};
+      const int r = ::poll(&pfd, 1, timeout_ms);
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0) {
+        errno = ETIME;
+        return -1;
+      }
+    }
+    const ssize_t r = ::read(fd, p + got, n - got);
+    if (r > 0) got += static_cast<std::size_t>(r);
+    else if (r == 0) break;
+    else if (errno != EINTR) return -1;
+  }
+  return static_cast<ssize_t>(got);
+}
+
+}  // namespace
+
+FrameIn read_frame(int fd, std::uint32_t max_frame, int timeout_ms) {
+  FrameIn in;
+  auto failed = [&in]() -> FrameIn& {
+    in.end = errno == ETIME ? FrameIn::End::timeout : FrameIn::End::io;
+    in.err = errno;
+    return in;
+  };
+  std::uint8_t header[kHeaderBytes];
+  const ssize_t got = read_exact(fd, header, kHeaderBytes, timeout_ms);
+  if (got < 0) return failed();
+  if (got == 0) {
+    in.end = FrameIn::End::eof;
+    return in;
+  }
+  if (static_cast<std::size_t>(got) < kHeaderBytes) {
+    in.end = FrameIn::End::truncated;
+    in.in_header = true;
+    return in;
+  }
+  in.length = read_length(header);
+  if (in.length > max_frame) {
+    in.end = FrameIn::End::oversized;
+    return in;
+  }
+  in.payload.resize(in.length);
+  const ssize_t body = read_exact(fd, in.payload.data(), in.length, timeout_ms);
+  if (body < 0) return failed();
+  if (static_cast<std::size_t>(body) < in.length) {
+    in.end = FrameIn::End::truncated;
+    in.payload.clear();
+  }
+  return in;
 }
 
 }  // namespace corral::proto

@@ -65,6 +65,27 @@ class FrameSplitter {
   std::size_t consumed_ = 0;
 };
 
+// The one blocking frame reader (the client library and the worker SDK): the next frame's
+// payload from `fd`, its length checked against `max_frame` before anything is allocated. With
+// `timeout_ms` >= 0 each wait for bytes is bounded by it. Not verified: that is
+// verify_payload()'s job.
+struct FrameIn {
+  enum class End {
+    frame,      // `payload` holds one
+    eof,        // the stream ended cleanly, before a frame began
+    truncated,  // it ended inside a frame (`in_header`: inside its length)
+    timeout,    // nothing more came within timeout_ms
+    oversized,  // the header said `length` bytes, over max_frame
+    io,         // a read failed: `err`
+  };
+  End end = End::frame;
+  std::vector<std::uint8_t> payload;
+  bool in_header = false;
+  std::uint32_t length = 0;
+  int err = 0;
+};
+FrameIn read_frame(int fd, std::uint32_t max_frame, int timeout_ms = -1);
+
 // Short names of union members ("ExecRequest"), for errors and logs.
 const char* body_name(Body type);
 

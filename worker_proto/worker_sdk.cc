@@ -61,36 +61,20 @@ void WorkerConnection::fail(Failure why, bool eof) {
 }
 
 Result<std::optional<WorkerConnection::Payload>> WorkerConnection::read_frame() {
-  // How much of [p, p + n) arrived before EOF; a failed read is a Failure.
-  auto read_exact = [&](std::uint8_t* p, std::size_t n) -> Result<std::size_t> {
-    std::size_t got = 0;
-    while (got < n) {
-      ssize_t r = ::read(fd_, p + got, n - got);
-      if (r > 0) {
-        got += static_cast<std::size_t>(r);
-      } else if (r == 0) {
-        break;
-      } else if (errno != EINTR) {
-        return Failure{Failure::Kind::io, std::string("read from the supervisor failed: ") + std::strerror(errno)};
-      }
-    }
-    return got;
-  };
-  std::uint8_t header[kHeaderBytes];
-  auto got = read_exact(header, kHeaderBytes);
-  if (!got) return got.error();
-  if (*got == 0) return std::optional<Payload>();
-  if (*got < kHeaderBytes)
-    return Failure{Failure::Kind::closed, "the supervisor closed the channel inside a frame header"};
-  std::uint32_t n = read_length(header);
-  if (n > kMaxFrame)  // before allocating anything
-    return Failure{Failure::Kind::protocol, "frame of " + std::to_string(n) + " bytes is over the " +
-                                                std::to_string(kMaxFrame) + "-byte limit"};
-  Payload payload(n);
-  got = read_exact(payload.data(), n);
-  if (!got) return got.error();
-  if (*got < n) return Failure{Failure::Kind::closed, "the supervisor closed the channel inside a frame"};
-  return std::optional<Payload>(std::move(payload));
+  FrameIn in = proto::read_frame(fd_, kMaxFrame);
+  switch (in.end) {
+    case FrameIn::End::frame: return std::optional<Payload>(std::move(in.payload));
+    case FrameIn::End::eof: return std::optional<Payload>();
+    case FrameIn::End::truncated:
+      return Failure{Failure::Kind::closed, in.in_header ? "the supervisor closed the channel inside a frame header"
+                                                         : "the supervisor closed the channel inside a frame"};
+    case FrameIn::End::oversized:
+      return Failure{Failure::Kind::protocol, "frame of " + std::to_string(in.length) + " bytes is over the " +
+                                                  std::to_string(kMaxFrame) + "-byte limit"};
+    case FrameIn::End::timeout:
+    case FrameIn::End::io: break;
+  }
+  return Failure{Failure::Kind::io, std::string("read from the supervisor failed: ") + std::strerror(in.err)};
 }
 
 Result<void> WorkerConnection::write_frame(const Frame& frame) {

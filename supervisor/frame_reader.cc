@@ -1,0 +1,36 @@
+#include "supervisor/frame_reader.h"
+
+#include <array>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/read.hpp>
+#include <asio/use_awaitable.hpp>
+
+namespace corral::supervisor {
+
+namespace {
+constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
+// A buffer grown by one large frame is not kept for a connection's life.
+constexpr std::size_t kKeptReadBuffer = 1 << 20;
+}  // namespace
+
+asio::awaitable<FrameRead> read_frame(asio::local::stream_protocol::socket& socket, std::uint32_t max_frame,
+                                      std::vector<std::uint8_t>& payload) {
+  FrameRead out;
+  if (payload.capacity() > kKeptReadBuffer) payload = {};
+  std::array<std::uint8_t, proto::kHeaderBytes> header;
+  auto [ec, n] = co_await asio::async_read(socket, asio::buffer(header), use_tuple);
+  if (ec) co_return out;
+  out.length = proto::read_length(header.data());
+  if (out.length > max_frame) {
+    out.end = FrameRead::End::oversized;
+    co_return out;
+  }
+  payload.resize(out.length);
+  auto [ec2, n2] = co_await asio::async_read(socket, asio::buffer(payload), use_tuple);
+  if (ec2) co_return out;
+  out.msg = proto::verify_payload(payload, max_frame, out.error);
+  out.end = out.msg ? FrameRead::End::frame : FrameRead::End::malformed;
+  co_return out;
+}
+
+}  // namespace corral::supervisor
