@@ -145,6 +145,10 @@ class Cgroup {
   StatusOr<std::vector<UniqueFd>> open_self_join() const;
   // add(), for the v2 directories only.
   Status add_v2(pid_t pid);
+  // The v2 directory (there is at most one), opened for clone3's CLONE_INTO_CGROUP: a child
+  // born in its group needs no move, and no lock (the way v2 spares what open_self_join()
+  // spares on v1). Invalid if the group has no v2 directory.
+  UniqueFd open_v2() const;
   // Reads what the kernel counted; figures this host cannot give are unset. Never fails.
   CgroupUsage usage() const;
   // Kills every process in the group: v2 cgroup.kill where available (kernel >= 5.14), else
