@@ -14,6 +14,7 @@
 //                       dispatch cost of one request, without a process.
 //   BM_ExecNoDefaultMemory  the default policy with --memory 0: without the memory cgroup that
 //                       the default memory bound gives every command.
+//   BM_ExecMemoryCap    the default policy with --memory 256M: an explicit cap's groups.
 //   BM_Exec*            end to end in each mode (read_only, workspace_write, danger_full_access)
 //                       with network denied (the scope's own network namespace) and allowed (none):
 //                       BM_ExecReadOnly, BM_ExecReadOnlyNetAllowed, BM_ExecEndToEnd,
@@ -200,6 +201,17 @@ void BM_ExecNoDefaultMemory(benchmark::State& state) {
   exec_loop(state, args);
 }
 BENCHMARK(BM_ExecNoDefaultMemory)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// The default policy with an explicit --memory 256M: a group in every hierarchy that gives a
+// cap, the peak, CPU time or the kill (here: v1 memory and v1 cpuacct joined by init itself,
+// the v2 one entered at clone).
+void BM_ExecMemoryCap(benchmark::State& state) {
+  proto::ExecArgs args;
+  args.argv = {kProgram};
+  args.memory_bytes = 256ULL << 20;
+  exec_loop(state, args);
+}
+BENCHMARK(BM_ExecMemoryCap)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // workspace_write with network allowed: no network namespace to create and tear down.
 void BM_ExecNetAllowed(benchmark::State& state) {
