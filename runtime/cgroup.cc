@@ -364,6 +364,12 @@ Status Cgroup::add_v2(pid_t pid) {
   return {};
 }
 
+bool Cgroup::kills_at_once() const {
+  for (const auto& d : dirs_)
+    if (d.kill) return true;
+  return false;
+}
+
 UniqueFd Cgroup::open_v2() const {
   for (const auto& d : dirs_)
     if (d.v2) return UniqueFd(::open(d.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));

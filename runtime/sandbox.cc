@@ -60,10 +60,6 @@ pid_t clone_into_cgroup(int flags, int cgroup_fd, int* pidfd) {
   return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
 }
 
-}  // namespace
-
-namespace {
-
 constexpr std::size_t kInitStackBytes = 256 * 1024;
 // Device nodes every non-full-access sandbox gets (docs/threat-model.md "Policy by mode"); /dev/shm is
 // the scope's temp dir, so that its writes fall under the same rules as /tmp.
@@ -1125,7 +1121,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     if (limits.pids) out.enforced.push_back(layer_name(Layer::cgroup_pids));
     if (policy.caps.cpus) out.enforced.push_back(layer_name(Layer::cgroup_cpu));
     if (policy.caps.cpu_time) out.enforced.push_back(layer_name(Layer::cgroup_cpu_time));
-    if (cg.kill) out.enforced.push_back(layer_name(Layer::cgroup_kill));
+    if (out.cgroup->kills_at_once()) out.enforced.push_back(layer_name(Layer::cgroup_kill));
   }
   return out;
 }
