@@ -119,7 +119,6 @@ void WorkerRequests::on_start(const proto::Message& msg) {
     return;
   }
   // The worker's spec: an ExecRequest's policy rules, with the worker's own fields.
-  flatbuffers::FlatBufferBuilder fbb(512);
   std::vector<std::string> argv;
   std::string python;  // the shipped Python worker's directory
   if (req.python()) {
@@ -137,38 +136,24 @@ void WorkerRequests::on_start(const proto::Message& msg) {
     s_.send_error(id, ErrorCode::invalid_request, "no worker program: give argv (an absolute path first) or python");
     return;
   }
-  std::vector<flatbuffers::Offset<proto::EnvVar>> env;
+  proto::ExecArgs as_exec;
+  as_exec.argv = argv;
   if (req.env())
     for (const auto* e : *req.env())
-      if (e) env.push_back(proto::CreateEnvVar(fbb, fbb.CreateString(proto::str(e->name())), fbb.CreateString(proto::str(e->value()))));
-  std::vector<std::string> workspaces;
-  if (req.workspaces())
-    for (const auto* w : *req.workspaces()) workspaces.push_back(w ? w->str() : std::string());
+      if (e) as_exec.env.emplace_back(proto::str(e->name()), proto::str(e->value()));
+  as_exec.workspaces = strings(req.workspaces());
   // The shipped Python worker's files are shown read-only where they are, also when they
   // live under /tmp (which the sandbox replaces with the scope's temp dir).
-  std::vector<flatbuffers::Offset<proto::Bind>> binds;
-  if (req.python()) binds.push_back(proto::CreateBind(fbb, fbb.CreateString(python), fbb.CreateString(python), false));
-  auto binds_off = fbb.CreateVector(binds);
-  auto argv_off = fbb.CreateVectorOfStrings(argv);
-  auto env_off = fbb.CreateVector(env);
-  auto ws_off = fbb.CreateVectorOfStrings(workspaces);
-  std::vector<std::string> sockets;
-  if (req.allow_sockets())
-    for (const auto* p : *req.allow_sockets()) sockets.push_back(p ? p->str() : std::string());
-  auto sockets_off = fbb.CreateVectorOfStrings(sockets);
-  proto::ExecRequestBuilder b(fbb);
-  b.add_argv(argv_off);
-  b.add_env(env_off);
-  b.add_workspaces(ws_off);
-  b.add_binds(binds_off);
-  b.add_allow_sockets(sockets_off);  // resolved, checked and audited as an exec's
-  if (req.mode()) b.add_mode(*req.mode());
-  if (req.network()) b.add_network(*req.network());
-  if (req.memory_bytes()) b.add_memory_bytes(*req.memory_bytes());
-  if (req.pids()) b.add_pids(*req.pids());
-  b.add_cpus(req.cpus());
-  fbb.Finish(b.Finish());
-  auto spec = s_.prepare_spec(id, *flatbuffers::GetRoot<proto::ExecRequest>(fbb.GetBufferPointer()), *scope, "worker-");
+  if (req.python()) as_exec.binds.push_back({python, python, false});
+  as_exec.allow_sockets = strings(req.allow_sockets());  // resolved, checked and audited as an exec's
+  if (req.mode()) as_exec.mode = *req.mode();
+  if (req.network()) as_exec.network = *req.network();
+  if (req.memory_bytes()) as_exec.memory_bytes = *req.memory_bytes();
+  if (req.pids()) as_exec.pids = *req.pids();
+  as_exec.cpus = req.cpus();
+  const proto::Frame frame = proto::make_exec(id, as_exec);
+  auto spec = s_.prepare_spec(id, *proto::GetMessage(frame.data() + proto::kHeaderBytes)->body_as_ExecRequest(), *scope,
+                              "worker-");
   if (!spec) return;
   const Credentials creds = s_.peer().credentials();
   auto program = check_trusted(argv[0], *spec->policy, spec->temp_dir, creds, "the worker program", true);
