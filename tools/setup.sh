@@ -20,6 +20,7 @@ packages=(
   clang libclang-rt-14-dev            # libFuzzer target for the frame decoder
   iproute2 procps                     # tests inspect processes and loopback
   bubblewrap                          # the benchmark compares against bwrap (bench only)
+  hyperfine                           # whole-process timings of the CLI (bench only)
   uidmap                              # newgidmap: a non-root supervisor's sandboxes drop their
                                       # supplementary groups (needs a range in /etc/subgid)
 )
