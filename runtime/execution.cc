@@ -263,12 +263,12 @@ struct Execution::State : std::enable_shared_from_this<State> {
       if (result.message.empty())
         result.message = "CPU time exceeded " + std::to_string(spec.policy->caps.cpu_time->count()) + "ms";
     }
-    // Kills stragglers (waiting up to ~1 s for them) and removes the group: off the loop where
-    // launches are. The job holds no work on the loop; a supervisor that stops drains its pool
-    // before its host goes (supervisor/server.cc).
-    if (spec.offload) {
+    // Kills stragglers (waiting up to ~1 s for them) and removes the group, off the loop. The
+    // job holds no work on the loop; a supervisor that stops drains its pools before its host
+    // goes (supervisor/context.h).
+    if (spec.teardown) {
       std::shared_ptr<Cgroup> group(std::move(sandbox->cgroup));
-      spec.offload([group]() mutable { group.reset(); });
+      spec.teardown([group]() mutable { group.reset(); });
     } else {
       sandbox->cgroup.reset();
     }

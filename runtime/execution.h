@@ -69,6 +69,9 @@ struct ExecSpec {
   // another thread; its outcome comes back on the io_context's thread. Empty: right here, on
   // the io_context's thread (the engine's own tests). The host must outlive the launch.
   std::function<void(std::function<void()>)> offload;
+  // Where the command's cgroup is torn down once it has ended (stragglers killed, up to about a
+  // second, then the rmdirs). Empty: right here, on the io_context's thread.
+  std::function<void(std::function<void()>)> teardown;
 
   // Authorized launch (sandboxed only): the command is prepared up to exec, then
   // `on_prepared` runs (on the io_context's thread) and nothing executes until authorize().

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -1033,9 +1034,13 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   UniqueFd v2_group = out.cgroup ? out.cgroup->open_v2() : UniqueFd();
   bool in_v2_group = false;
   pid_t pid = -1;
-  if (v2_group) {
+  // A kernel (or a seccomp profile around us) without clone3 says so once; later launches go
+  // straight to clone and the move.
+  static std::atomic<bool> no_clone3{false};
+  if (v2_group && !no_clone3.load(std::memory_order_relaxed)) {
     pid = clone_into_cgroup(flags, v2_group.get(), &pidfd);
     if (pid == 0) ::_exit(sandbox::init_main(&p));  // the child, on its copy of this stack
+    if (pid < 0 && (errno == ENOSYS || errno == EPERM)) no_clone3.store(true, std::memory_order_relaxed);
     in_v2_group = pid > 0;
   }
   if (pid < 0) pid = ::clone(sandbox::init_main, static_cast<char*>(stack) + kInitStackBytes, flags, &p, &pidfd);

@@ -30,11 +30,13 @@ struct Context {
   std::unique_ptr<SandboxHost> host;  // the isolation layers this host enforces
   std::vector<LayerReport> layers;    // what hello and status report
   std::vector<proto::BoundInfo> defaults;  // the default bounds status reports (server.cc)
-  // File requests run here (FileRequests), and temp-dir removals; launches
-  // (ExecSpec::offload) and cgroup teardown on a pool of their own, so that a slow fsync
-  // never delays a launch.
+  // File requests run here (FileRequests); launches (ExecSpec::offload) and the lineage walks
+  // of new peers on a pool of their own, so that a slow fsync never delays a launch; cgroup
+  // teardown (ExecSpec::teardown, up to a second each) and temp-dir removal on a third, so
+  // that neither delays the other two.
   std::unique_ptr<BlockingPool> blocking;
   std::unique_ptr<BlockingPool> launcher;
+  std::unique_ptr<BlockingPool> teardown;
   std::unique_ptr<ScopeRegistry> scopes;
   std::unique_ptr<BackgroundTable> background;
   std::map<std::string, std::shared_ptr<class Worker>> workers;  // by "scope/name"

@@ -170,18 +170,14 @@ class Server {
     int peer_pidfd = -1;
     socklen_t fdlen = sizeof peer_pidfd;
     if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERPIDFD, &peer_pidfd, &fdlen) < 0) peer_pidfd = -1;
-    // The lineage walk reads /proc/PID/status up the peer's ancestry: off the loop. Admissions
-    // in progress count against --max-connections, so a flood of connects is refused here
-    // instead of queueing walks.
-    if (ctx_.connections + admissions_.size() >= ctx_.options.max_connections) {
+    // The uid and the quotas first: they need no /proc, and a peer refused by them never
+    // costs a lineage walk. Admissions in progress count against the quotas, so a flood of
+    // connects is refused here instead of queueing walks.
+    if (refused_by_uid_or_quota(socket, cred, pending_for(cred.uid), admissions_.size())) {
       if (peer_pidfd >= 0) ::close(peer_pidfd);
-      spdlog::warn("refused a connection from pid {}: {} connections open or being admitted (--max-connections)",
-                   cred.pid, ctx_.connections + admissions_.size());
-      refuse(socket, proto::ErrorCode::too_many_connections,
-             "the supervisor already has " + std::to_string(ctx_.connections + admissions_.size()) +
-                 " connections (serve --max-connections)");
       return;
     }
+    // The lineage walk reads /proc/PID/status up the peer's ancestry: off the loop.
     // Admitted in the order accepted, whichever walk ends first: a client that connected and
     // left is seen gone before the next one is counted.
     auto admission = std::make_shared<Admission>(Admission{std::move(socket), peer, std::nullopt});
@@ -215,6 +211,17 @@ class Server {
              who == Lineage::unverifiable ? "the peer could not be verified" : "commands run by corral may not use its socket");
       return;
     }
+    // Checked again: connections admitted meanwhile count now.
+    if (refused_by_uid_or_quota(socket, cred, 0, 0)) return;
+    auto c = std::make_shared<Connection>(io_, std::move(socket), peer, ctx_);
+    connections_.push_back(c);
+    c->start();
+  }
+
+  // Refuses (and closes) a peer whose uid may not connect, or that would be over its uid's quota
+  // or the total with `pending_uid` / `pending_all` admissions still in progress.
+  bool refused_by_uid_or_quota(stream_protocol::socket& socket, const ucred& cred, std::size_t pending_uid,
+                               std::size_t pending_all) {
     const bool allowed = cred.uid == ::geteuid() ||
                          std::find(ctx_.options.allow_uids.begin(), ctx_.options.allow_uids.end(), cred.uid) !=
                              ctx_.options.allow_uids.end();
@@ -222,26 +229,32 @@ class Server {
       spdlog::warn("refused a connection from uid {} pid {}: not this supervisor's uid and not --allow-uid", cred.uid, cred.pid);
       refuse(socket, proto::ErrorCode::permission_denied,
              "uid " + std::to_string(cred.uid) + " may not use this supervisor (serve --allow-uid)");
-      return;
+      return true;
     }
     const unsigned per_uid = std::min(ctx_.options.max_connections_per_uid, ctx_.options.max_connections);
-    if (auto it = ctx_.connections_by_uid.find(cred.uid); it != ctx_.connections_by_uid.end() && it->second >= per_uid) {
+    auto it = ctx_.connections_by_uid.find(cred.uid);
+    const std::size_t of_uid = (it == ctx_.connections_by_uid.end() ? 0 : it->second) + pending_uid;
+    if (of_uid >= per_uid) {
       spdlog::warn("refused a connection from uid {} pid {}: {} connections of that uid open (--max-connections-per-uid)",
-                   cred.uid, cred.pid, it->second);
+                   cred.uid, cred.pid, of_uid);
       refuse(socket, proto::ErrorCode::too_many_connections,
-             "uid " + std::to_string(cred.uid) + " already has " + std::to_string(it->second) +
+             "uid " + std::to_string(cred.uid) + " already has " + std::to_string(of_uid) +
                  " connections (serve --max-connections-per-uid)");
-      return;
+      return true;
     }
-    if (ctx_.connections >= ctx_.options.max_connections) {
-      spdlog::warn("refused a connection from pid {}: {} connections open (--max-connections)", cred.pid, ctx_.connections);
+    const std::size_t all = ctx_.connections + pending_all;
+    if (all >= ctx_.options.max_connections) {
+      spdlog::warn("refused a connection from pid {}: {} connections open (--max-connections)", cred.pid, all);
       refuse(socket, proto::ErrorCode::too_many_connections,
-             "the supervisor already has " + std::to_string(ctx_.connections) + " connections (serve --max-connections)");
-      return;
+             "the supervisor already has " + std::to_string(all) + " connections (serve --max-connections)");
+      return true;
     }
-    auto c = std::make_shared<Connection>(io_, std::move(socket), peer, ctx_);
-    connections_.push_back(c);
-    c->start();
+    return false;
+  }
+
+  std::size_t pending_for(uid_t uid) const {
+    return static_cast<std::size_t>(
+        std::count_if(admissions_.begin(), admissions_.end(), [uid](const auto& a) { return a->peer.uid == uid; }));
   }
 
   // One best-effort error frame (small enough for the socket buffer), then close.
@@ -397,6 +410,7 @@ Status serve(const ServerOptions& options_in) {
   ctx.blocking = std::make_unique<BlockingPool>(2);
   // Both cores launch: a launch is mostly waiting for its child's setup.
   ctx.launcher = std::make_unique<BlockingPool>(std::max(2u, std::thread::hardware_concurrency()));
+  ctx.teardown = std::make_unique<BlockingPool>(1);
   options.hidden_paths.push_back(dir);
   ctx.options = options;
   HostOptions host_options;
@@ -427,7 +441,7 @@ Status serve(const ServerOptions& options_in) {
     if (!d.enforced) spdlog::warn("default bound {} is not enforced: {}", d.name, d.how);
 
   ctx.scopes = std::make_unique<ScopeRegistry>(options.temp_root, ctx.host.get(),
-                                               [pool = ctx.blocking.get()](std::function<void()> job) {
+                                               [pool = ctx.teardown.get()](std::function<void()> job) {
                                                  pool->submit(std::move(job));
                                                });
   ctx.background = std::make_unique<BackgroundTable>(io);

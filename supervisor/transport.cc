@@ -99,11 +99,9 @@ void Transport::close_after(proto::Frame last) {
   // The reader may be blocked in a read: ending the read side ends it.
   std::error_code ignored;
   socket_.shutdown(asio::socket_base::shutdown_receive, ignored);
-  // The timer's handler runs only while this transport lives: close() cancels it, and the
-  // owner closes us before it goes.
   linger_.expires_after(limits_.linger);
-  linger_.async_wait([this](std::error_code ec) {
-    if (!ec) close();
+  linger_.async_wait([this, alive = std::weak_ptr<char>(alive_)](std::error_code ec) {
+    if (!ec && !alive.expired()) close();
   });
 }
 

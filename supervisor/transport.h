@@ -22,6 +22,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "worker_proto/codec.h"
@@ -102,6 +103,9 @@ class Transport {
   bool closed_ = false;
   bool flush_then_close_ = false;
   bool over_ = false;  // on_pressure(true) was said last
+  // Held weakly by the linger timer's handler: a timer that already expired is not stopped by
+  // cancel(), and its handler may run after this transport is gone.
+  std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 
 }  // namespace corral::supervisor

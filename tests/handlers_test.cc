@@ -106,11 +106,12 @@ struct World {
     ctx.options.socket_path = root.path() + "/s.sock";
     ctx.blocking = std::make_unique<BlockingPool>(2);
     ctx.launcher = std::make_unique<BlockingPool>(2);
+    ctx.teardown = std::make_unique<BlockingPool>(1);
     HostOptions o;
     o.temp_root = root.path();
     ctx.host = SandboxHost::create(o);  // probes every layer: tens of ms
     ctx.scopes = std::make_unique<ScopeRegistry>(root.path(), ctx.host.get(), [this](std::function<void()> job) {
-      ctx.blocking->submit(std::move(job));
+      ctx.teardown->submit(std::move(job));
     });
     ctx.background = std::make_unique<BackgroundTable>(io);
     session = std::make_shared<FakeSession>(ctx, io);
