@@ -364,6 +364,15 @@ Status Cgroup::add_v2(pid_t pid) {
   return {};
 }
 
+bool Cgroup::holds(pid_t pid) const {
+  for (const auto& d : dirs_) {
+    std::map<pid_t, int> pids;
+    collect_pids(d.path, pids, /*depth=*/16);  // the group's own processes, not its children's
+    if (!pids.count(pid)) return false;
+  }
+  return !dirs_.empty();
+}
+
 bool Cgroup::kills_at_once() const {
   for (const auto& d : dirs_)
     if (d.kill) return true;

@@ -155,6 +155,8 @@ class Cgroup {
   // SIGKILL to every pid listed in cgroup.procs, round after round, until none is left. Waits at
   // most ~1 s for the group to empty. Returns true if the group is empty afterwards.
   bool kill();
+  // True if `pid` is in this group in every hierarchy it has.
+  bool holds(pid_t pid) const;
   // True if kill() has cgroup.kill (layer cgroup-kill) rather than a walk of cgroup.procs.
   bool kills_at_once() const;
   // True if no process is left (every cgroup.procs empty or gone). Zombies do not count.

@@ -997,6 +997,10 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     if (!group.ok() && policy.caps.any_cgroup()) return group.status();
   }
   p.cgroup_join_count = join_fds.size();
+  // The default bound alone is best effort: a command it cannot hold runs unbounded, and its
+  // result's `enforced` says so (checked once its setup is done, below).
+  const bool join_optional = !policy.caps.any_cgroup();
+  p.cgroup_join_optional = join_optional;
   for (std::size_t i = 0; i < join_fds.size(); ++i) p.cgroup_join_fds[i] = join_fds[i].get();
 
   // --- pipes, clone ---
@@ -1069,7 +1073,10 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     if (st.ok()) st = write_file(proc + "/uid_map", std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1");
     if (st.ok()) st = write_file(proc + "/gid_map", std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1");
   }
-  if (st.ok() && out.cgroup && !in_v2_group) st = out.cgroup->add_v2(pid);  // init joins the v1 groups itself
+  if (st.ok() && out.cgroup && !in_v2_group) {
+    Status moved = out.cgroup->add_v2(pid);  // init joins the v1 groups itself
+    if (!join_optional) st = moved;
+  }
   if (st.ok() && !idmap_binds.empty()) {
     UniqueFd ns(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
     if (!ns) st = Status::from_errno("idmap", errno, proc + "/ns/user");
@@ -1104,6 +1111,9 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   // held launch stops at its "ready" report instead and keeps the pipe for release().
   bool ready = false;
   if (Status child = read_child_errors(err_read.get(), &spec, spec.argv[0], hold, &ready); !child.ok()) return child;
+  // init has joined its groups by now, or (the default bound alone) failed to: then the group
+  // holds nothing, and goes, so that `enforced` does not list it.
+  if (out.cgroup && join_optional && !out.cgroup->holds(pid)) out.cgroup.reset();
   if (hold) {
     if (!ready) return Status::error("ready", EPIPE, "the prepared command vanished before it could be authorized");
     out.release_fd = std::move(release_write);

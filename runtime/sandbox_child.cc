@@ -720,7 +720,7 @@ int init_main(void* arg) {
   // Into our cgroup v1 groups ("0": this thread, the only one); the parent has placed us in
   // the v2 one, if any.
   for (std::size_t i = 0; i < plan.cgroup_join_count && i < 4; ++i) {
-    if (::write(plan.cgroup_join_fds[i], "0", 1) != 1) fail(plan, Step::cgroup_join, errno);
+    if (::write(plan.cgroup_join_fds[i], "0", 1) != 1 && !plan.cgroup_join_optional) fail(plan, Step::cgroup_join, errno);
     ::close(plan.cgroup_join_fds[i]);
   }
   // We are in our cgroup (if any): a cgroup namespace rooted here makes

@@ -104,6 +104,9 @@ struct SandboxPlan {
   // CI machine; runtime/cgroup.h Cgroup::open_self_join).
   int cgroup_join_fds[4];
   std::size_t cgroup_join_count;
+  // The groups carry only the default memory bound: a join that fails leaves the command
+  // unbounded (the parent then reports it so), never unlaunched.
+  bool cgroup_join_optional;
   int report_fd;             // write end of the report pipe
   uid_t inside_uid;          // the command's uid inside (0 for a root supervisor, else its uid)
   gid_t inside_gid;

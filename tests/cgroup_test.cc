@@ -443,12 +443,15 @@ TEST_CASE("real host: capabilities, limits written, add, usage, kill, removal") 
       (void)!::write(ready, "r", 1);
       ::pause();
     });
+    CHECK_FALSE(g->holds(c.pid));
     REQUIRE(g->add(c.pid).ok());
     c.go();
     char r;
     REQUIRE(c.read_report(&r, 1));
     for (const auto& p : paths) CHECK_MESSAGE(procs_of(p).count(c.pid) == 1, p);
     CHECK_FALSE(g->empty());
+    CHECK(g->holds(c.pid));
+    CHECK_FALSE(g->holds(::getpid()));
 
     const auto u = g->usage();
     if (caps.memory) {
