@@ -66,6 +66,21 @@ def test_read_only_mode_and_caps(client, workdir):
     assert r.ok
 
 
+def test_default_bounds_and_explicit_unlimited(client):
+    defaults = {d["name"]: d for d in client.status()["defaults"]}
+    assert set(defaults) >= {"memory", "pids", "temp-size", "timeout", "max-output"}
+    assert defaults["pids"]["value"] == 2048 and defaults["pids"]["enforced"]
+    memory = defaults["memory"]
+    # Enforced exactly where the host has a memory cgroup; then every command without a cap has one.
+    has_cgroup = any(l.name == "cgroup-memory" and l.available for l in client.layers)
+    assert memory["enforced"] == has_cgroup
+    r = client.exec(["true"])
+    assert r.ok and (("cgroup-memory" in r.enforced) == has_cgroup)
+    # 0 is "unlimited", said explicitly: it reaches the supervisor, and no default applies.
+    r = client.exec(["true"], caps=corral_client.Caps(memory_bytes=0, pids=0))
+    assert r.ok and "cgroup-memory" not in r.enforced
+
+
 def test_stream_iterator_sees_output_while_it_runs(client):
     with client.scope() as scope:
         go = os.path.join(scope.temp_dir, "go")

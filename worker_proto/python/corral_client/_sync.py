@@ -155,7 +155,8 @@ class Client:
     # --- status -----------------------------------------------------------------------------
 
     def status(self) -> Dict[str, Any]:
-        """The supervisor's status: version, pid, uptime, connections, layers."""
+        """The supervisor's status: version, pid, uptime, connections, layers, and the default
+        bounds a request without caps gets (each with whether this host enforces it)."""
         rid = self._id()
         return w.status_dict(self._simple(w.status_request(rid), rid, w.B.StatusReply))
 

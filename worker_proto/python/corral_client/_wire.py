@@ -564,10 +564,15 @@ def poll_result(body: Any) -> PollResult:
 
 
 def status_dict(body: Any) -> Dict[str, Any]:
+    defaults = []
+    for i in range(body.DefaultsLength()):
+        b = body.Defaults(i)
+        defaults.append({"name": _text(b.Name()), "value": b.Value(), "enforced": bool(b.Enforced()),
+                         "how": _text(b.How())})
     return {"server_version": _text(body.ServerVersion()), "protocol_version": body.ProtocolVersion(),
             "pid": body.Pid(), "uptime_ms": body.UptimeMs(), "connections": body.Connections(),
             "running_commands": body.RunningCommands(), "socket_path": _text(body.SocketPath()),
-            "layers": layers(body)}
+            "layers": layers(body), "defaults": defaults}
 
 
 def text(s: Optional[bytes]) -> str:
