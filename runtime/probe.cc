@@ -32,11 +32,15 @@ StatusOr<ProbeReport> probe_in_child(ProbeReport (*attempt)(const void* arg), co
   return r;
 }
 
+const LayerReport* find_layer(const std::vector<LayerReport>& reports, Layer layer) {
+  for (const auto& r : reports)
+    if (r.layer == layer) return &r;
+  return nullptr;
+}
+
 Status require_layers(const std::vector<LayerReport>& reports, const std::vector<Layer>& needed) {
   for (Layer layer : needed) {
-    const LayerReport* found = nullptr;
-    for (const auto& r : reports)
-      if (r.layer == layer) found = &r;
+    const LayerReport* found = find_layer(reports, layer);
     if (!found)
       return Status::error("layer", ENOTSUP,
                            std::string("layer ") + layer_name(layer) +

@@ -20,6 +20,9 @@ inline LayerReport layer_report(Layer layer, bool available, std::string reason)
   return {layer, layer_name(layer), available, std::move(reason)};
 }
 
+// The report for `layer`, or null if it was never probed.
+const LayerReport* find_layer(const std::vector<LayerReport>& reports, Layer layer);
+
 // Fails closed: ok only if every layer in `needed` has a report in `reports` that says it is
 // available. A missing report is an error too ("was never probed"), never a pass. The
 // message names the layer and the reason.

@@ -24,6 +24,11 @@ class BlockingPool {
   ~BlockingPool();
 
   void submit(std::function<void()> job);
+  // submit() as a function, for what hands work to "somewhere else" without knowing the pool
+  // (ExecSpec::offload and ::teardown, Scope::offload). The pool must outlive it.
+  std::function<void(std::function<void()>)> submitter() {
+    return [this](std::function<void()> job) { submit(std::move(job)); };
+  }
 
  private:
   void run();

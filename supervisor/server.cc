@@ -286,14 +286,9 @@ class Server {
 // this host enforces it: status reports these. A default the host cannot enforce is reported,
 // never refused; a cap asked for explicitly is refused instead (SandboxHost::check).
 static std::vector<proto::BoundInfo> default_bounds(const ServerOptions& o, const SandboxHost& host) {
-  auto layer = [&host](Layer which) -> const LayerReport* {
-    for (const auto& l : host.layers())
-      if (l.layer == which) return &l;
-    return nullptr;
-  };
   std::vector<proto::BoundInfo> out;
   const std::uint64_t memory = host.options().default_memory;
-  const LayerReport* mem = layer(Layer::cgroup_memory);
+  const LayerReport* mem = find_layer(host.layers(), Layer::cgroup_memory);
   if (memory == 0)
     out.push_back({"memory", 0, false, "serve --default-memory 0: no memory bound without --memory"});
   else if (mem && mem->available)
@@ -306,7 +301,7 @@ static std::vector<proto::BoundInfo> default_bounds(const ServerOptions& o, cons
     out.push_back({"pids", 0, false, "serve --default-pids 0: no process bound without --pids"});
   else
     out.push_back({"pids", o.default_pids, true, "RLIMIT_NPROC in the command's own user namespace"});
-  const LayerReport* tmp = layer(Layer::temp_size);
+  const LayerReport* tmp = find_layer(host.layers(), Layer::temp_size);
   out.push_back({"temp-size", o.temp_size, tmp && tmp->available,
                  tmp ? tmp->reason : std::string("layer temp-size not probed")});
   out.push_back({"timeout", static_cast<std::uint64_t>(limits::kDefaultTimeout.count()), true,
@@ -440,10 +435,7 @@ Status serve(const ServerOptions& options_in) {
   for (const auto& d : ctx.defaults)
     if (!d.enforced) spdlog::warn("default bound {} is not enforced: {}", d.name, d.how);
 
-  ctx.scopes = std::make_unique<ScopeRegistry>(options.temp_root, ctx.host.get(),
-                                               [pool = ctx.teardown.get()](std::function<void()> job) {
-                                                 pool->submit(std::move(job));
-                                               });
+  ctx.scopes = std::make_unique<ScopeRegistry>(options.temp_root, ctx.host.get(), ctx.teardown->submitter());
   ctx.background = std::make_unique<BackgroundTable>(io);
   Server server(io, ctx, std::move(listen_fd).value(), signals);
   server.start();

@@ -56,8 +56,8 @@ std::optional<ExecSpec> Session::prepare_spec(std::uint64_t id, const proto::Exe
   }
   spec->temp_dir = *temp;
   spec->host = c.host.get();
-  spec->offload = [pool = c.launcher.get()](std::function<void()> job) { pool->submit(std::move(job)); };
-  spec->teardown = [pool = c.teardown.get()](std::function<void()> job) { pool->submit(std::move(job)); };
+  spec->offload = c.launcher->submitter();
+  spec->teardown = c.teardown->submitter();
   spec->cgroup_name = cgroup_prefix + std::to_string(++c.launches);
   if (spec->policy->network == Network::denied) spec->netns_fd = scope.network_namespace();
   return std::move(spec).value();

@@ -110,9 +110,7 @@ struct World {
     HostOptions o;
     o.temp_root = root.path();
     ctx.host = SandboxHost::create(o);  // probes every layer: tens of ms
-    ctx.scopes = std::make_unique<ScopeRegistry>(root.path(), ctx.host.get(), [this](std::function<void()> job) {
-      ctx.teardown->submit(std::move(job));
-    });
+    ctx.scopes = std::make_unique<ScopeRegistry>(root.path(), ctx.host.get(), ctx.teardown->submitter());
     ctx.background = std::make_unique<BackgroundTable>(io);
     session = std::make_shared<FakeSession>(ctx, io);
   }

@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   serve->add_option("--default-memory", default_memory,
                     "memory of one command's whole tree when it asks for no --memory cap (a memory cgroup per "
                     "command, where the host has one; status says whether it is enforced); 0 = none")
-      ->type_name("SIZE")->transform(size_in(0, cap_limits::kMaxMemory))
+      ->type_name("SIZE")->transform(size_in(cap_limits::kMinMemory, cap_limits::kMaxMemory, "none"))
       ->default_str("the smaller of 8G and half the RAM: " +
                     format_size(limits::default_memory_for(supervisor::host_memory())));
   serve->add_option("--temp-size", temp_size,

@@ -5,12 +5,13 @@
 
 namespace corral::cli {
 
-CLI::Validator size_in(std::uint64_t min, std::uint64_t max) {
+CLI::Validator size_in(std::uint64_t min, std::uint64_t max, const char* zero) {
   return CLI::Validator(
-      [min, max](std::string& text) -> std::string {
+      [min, max, zero](std::string& text) -> std::string {
         auto v = parse_size(text);
         if (!v.ok()) return v.status().message();
-        if (*v < min) return "'" + text + "' is under the minimum " + format_size(min);
+        if (*v < min && !(zero && *v == 0))
+          return "'" + text + "' is under the minimum " + format_size(min) + (zero ? std::string(" (0 = ") + zero + ")" : "");
         if (*v > max) return "'" + text + "' is over the maximum " + format_size(max);
         text = std::to_string(*v);
         return {};
@@ -22,16 +23,7 @@ CLI::Option* add_memory_cap(CLI::App* app, std::optional<std::uint64_t>& value, 
   const std::uint64_t min = cap_limits::kMinMemory, max = cap_limits::kMaxMemory;
   return app->add_option("--memory", value, help + " (" + format_size(min) + " to " + format_size(max) + "; 0 = unlimited)")
       ->type_name("SIZE")
-      ->transform(CLI::Validator(
-          [min, max](std::string& text) -> std::string {
-            auto v = parse_size(text);
-            if (!v.ok()) return v.status().message();
-            if (*v != 0 && *v < min) return "'" + text + "' is under the minimum " + format_size(min) + " (0 = unlimited)";
-            if (*v > max) return "'" + text + "' is over the maximum " + format_size(max);
-            text = std::to_string(*v);
-            return {};
-          },
-          ""));
+      ->transform(size_in(min, max, "unlimited"));
 }
 
 CLI::Option* add_pids_cap(CLI::App* app, std::optional<std::uint64_t>& value, const std::string& help) {

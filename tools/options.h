@@ -27,8 +27,9 @@ CLI::Option* add_repeatable(CLI::App* app, const std::string& name, std::vector<
 }
 
 // A size ("1000", "64K", "1M", "2G"; 1024-based) between `min` and `max` bytes, rewritten to its
-// byte count so that the option's integer receives it.
-CLI::Validator size_in(std::uint64_t min, std::uint64_t max);
+// byte count so that the option's integer receives it. With `zero` (what 0 means: "unlimited",
+// "none") a 0 is taken as well, and the refusal of a small value says so.
+CLI::Validator size_in(std::uint64_t min, std::uint64_t max, const char* zero = nullptr);
 // A duration ("500ms", "2", "1.5s", "1m", "1h"; a bare number is seconds) between `min` and
 // `max`, rewritten to whole milliseconds for the option's integer.
 CLI::Validator duration_in(std::chrono::milliseconds min, std::chrono::milliseconds max);

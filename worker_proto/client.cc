@@ -85,18 +85,8 @@ Result<void> Client::hello(std::string_view client_name) {
 }
 
 Result<void> Client::send_bytes(const void* data, std::size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      // EPIPE, ECONNRESET: the supervisor is gone, which its reader would call closed.
-      const auto kind = errno == EPIPE || errno == ECONNRESET ? Failure::Kind::closed : Failure::Kind::io;
-      return failure(kind, std::string("send: ") + std::strerror(errno));
-    }
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
+  if (const int err = write_all(fd_, data, n))
+    return failure(write_failure_kind(err), std::string("send: ") + std::strerror(err));
   return {};
 }
 

@@ -1,6 +1,7 @@
 #include "worker_proto/codec.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -158,6 +159,21 @@ FrameIn read_frame(int fd, std::uint32_t max_frame, int timeout_ms) {
     in.payload.clear();
   }
   return in;
+}
+
+int write_all(int fd, const void* data, std::size_t n) {
+  const auto* p = static_cast<const std::uint8_t*>(data);
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == ENOTSOCK) w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return 0;
 }
 
 }  // namespace corral::proto

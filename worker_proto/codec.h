@@ -85,6 +85,9 @@ struct FrameIn {
   int err = 0;
 };
 FrameIn read_frame(int fd, std::uint32_t max_frame, int timeout_ms = -1);
+// Its writing twin: all of [data, data + n) to `fd`, a socket (MSG_NOSIGNAL: a peer that is
+// gone is an error, not a SIGPIPE) or a pipe. 0, or the errno of the write that failed.
+int write_all(int fd, const void* data, std::size_t n);
 
 // Short names of union members ("ExecRequest"), for errors and logs.
 const char* body_name(Body type);

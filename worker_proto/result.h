@@ -4,6 +4,7 @@
 // alone, without runtime/ (whose Status plays the same part for setup code).
 #pragma once
 
+#include <cerrno>
 #include <optional>
 #include <string>
 #include <utility>
@@ -26,6 +27,12 @@ struct Failure {
   Kind kind = Kind::io;
   std::string message;
 };
+
+// What a failed write's errno says: EPIPE and ECONNRESET mean the peer is gone, as its reader
+// would say (closed); anything else is the system's (io).
+inline Failure::Kind write_failure_kind(int err) {
+  return err == EPIPE || err == ECONNRESET ? Failure::Kind::closed : Failure::Kind::io;
+}
 
 template <class T>
 class [[nodiscard]] Result {

@@ -78,18 +78,8 @@ Result<std::optional<WorkerConnection::Payload>> WorkerConnection::read_frame() 
 }
 
 Result<void> WorkerConnection::write_frame(const Frame& frame) {
-  std::size_t done = 0;
-  while (done < frame.size()) {
-    // MSG_NOSIGNAL: a supervisor that is gone is an error here, not a SIGPIPE.
-    ssize_t w = ::send(fd_, frame.data() + done, frame.size() - done, MSG_NOSIGNAL);
-    if (w < 0 && errno == ENOTSOCK) w = ::write(fd_, frame.data() + done, frame.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const auto kind = errno == EPIPE || errno == ECONNRESET ? Failure::Kind::closed : Failure::Kind::io;
-      return Failure{kind, std::string("write to the supervisor failed: ") + std::strerror(errno)};
-    }
-    done += static_cast<std::size_t>(w);
-  }
+  if (const int err = write_all(fd_, frame.data(), frame.size()))
+    return Failure{write_failure_kind(err), std::string("write to the supervisor failed: ") + std::strerror(err)};
   return {};
 }
 
