@@ -1,10 +1,20 @@
 // corral: one binary, the supervisor (`serve`) and every client command.
+//
+// Start-up is part of every client command's latency (bench/peers.sh), so main() registers only
+// the subcommand that argv names: defining every subcommand's options with CLI11 was a quarter of
+// `corral status`'s instructions. Without a known subcommand (`corral`, `corral --help`, a typo)
+// all of them are registered, so that help and errors list them.
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cstring>
+#include <functional>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "runtime/limits.h"
 #include "runtime/policy.h"
@@ -19,30 +29,52 @@ using namespace corral::cli;
 
 namespace {
 
+using std::chrono::milliseconds;
+
 const char* kSocketHelp =
     "supervisor socket (default: $CORRAL_SOCKET, else $XDG_RUNTIME_DIR/corral/corral.sock, "
     "else /run/corral/corral.sock for root, else /tmp/corral-$UID/corral.sock)";
 
-}  // namespace
+// Each registered command and what runs it once it is the one parsed. The runner owns the
+// option values that CLI11 writes into.
+using Runners = std::vector<std::pair<CLI::App*, std::function<int()>>>;
 
-int main(int argc, char** argv) {
-  CLI::App app{"corral: a sandbox supervisor for AI agents' commands and workers.\n"
-               "Start the supervisor with `corral serve`; every other command is its client."};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "corral 0.1.0");
-  const std::string default_socket = proto::default_socket_path();
-  using std::chrono::milliseconds;
-  const auto any_duration = duration_in(milliseconds(1), milliseconds::max());
+CLI::Validator any_duration() { return duration_in(milliseconds(1), milliseconds::max()); }
 
-  // serve
-  supervisor::ServerOptions serve_opts;
-  serve_opts.socket_path = default_socket;
+// `serve`'s values that need converting after parsing.
+struct ServeArgs {
+  supervisor::ServerOptions options;
   std::string log_level = "info";
-  std::uint64_t max_queued = serve_opts.max_queued, max_frame = serve_opts.max_frame,
-                max_timeout_ms = static_cast<std::uint64_t>(serve_opts.max_timeout.count()),
-                auth_deadline_ms = static_cast<std::uint64_t>(serve_opts.authorization_deadline.count()),
-                hello_timeout_ms = static_cast<std::uint64_t>(serve_opts.hello_timeout.count()),
-                max_worker_queued = serve_opts.max_worker_queued, temp_size = serve_opts.temp_size;
+  std::uint64_t max_queued = options.max_queued, max_frame = options.max_frame,
+                max_timeout_ms = static_cast<std::uint64_t>(options.max_timeout.count()),
+                auth_deadline_ms = static_cast<std::uint64_t>(options.authorization_deadline.count()),
+                hello_timeout_ms = static_cast<std::uint64_t>(options.hello_timeout.count()),
+                max_worker_queued = options.max_worker_queued, temp_size = options.temp_size;
+  std::optional<std::uint64_t> default_memory;
+  std::string audit_log;
+  std::string sandbox_user = "nobody";
+
+  int run() {
+    options.max_queued = max_queued;
+    options.max_frame = static_cast<std::uint32_t>(max_frame);  // bounded by its validator
+    options.max_timeout = milliseconds(max_timeout_ms);
+    options.authorization_deadline = milliseconds(auth_deadline_ms);
+    options.hello_timeout = milliseconds(hello_timeout_ms);
+    options.max_worker_queued = max_worker_queued;
+    options.temp_size = temp_size;
+    options.default_memory = default_memory;
+    if (auto ids = cli::lookup_sandbox_user(sandbox_user); !ids.ok())
+      return cli::complain(cli::kUsage, "--sandbox-uid: " + ids.status().message());
+    else
+      std::tie(options.sandbox_uid, options.sandbox_gid) = *ids;
+    return cli::run_serve(options, log_level, audit_log);
+  }
+};
+
+void add_serve(CLI::App& app, Runners& runners) {
+  auto a = std::make_shared<ServeArgs>();
+  supervisor::ServerOptions& serve_opts = a->options;
+  serve_opts.socket_path = proto::default_socket_path();
   auto* serve = app.add_subcommand("serve", "Run the supervisor in the foreground until SIGTERM/SIGINT.");
   serve->add_option("--socket", serve_opts.socket_path, kSocketHelp);
   add_repeatable(serve, "--allow-uid", serve_opts.allow_uids,
@@ -60,31 +92,31 @@ int main(int argc, char** argv) {
                     "simultaneous connections of one peer uid (never more than --max-connections)")
       ->type_name("N")->check(CLI::Range(1u, 1'000'000u).description(""))
       ->capture_default_str();
-  serve->add_option("--hello-timeout", hello_timeout_ms, "a connection that has not said hello by then is closed")
-      ->type_name("DURATION")->transform(any_duration)
+  serve->add_option("--hello-timeout", a->hello_timeout_ms, "a connection that has not said hello by then is closed")
+      ->type_name("DURATION")->transform(any_duration())
       ->default_str(format_duration(serve_opts.hello_timeout));
   serve->add_option("--max-in-flight", serve_opts.max_in_flight, "requests in flight per connection")
       ->type_name("N")->check(CLI::Range(1u, 1'000'000u).description(""))
       ->capture_default_str();
-  serve->add_option("--max-queued", max_queued,
+  serve->add_option("--max-queued", a->max_queued,
                     "bytes queued for one client (replies promised to its requests included) before its "
                     "commands' output is paused and its requests are no longer read (back-pressure)")
       ->type_name("SIZE")->transform(size_in(1, std::numeric_limits<std::uint64_t>::max()))
-      ->default_str(format_size(max_queued));
-  serve->add_option("--max-worker-queued", max_worker_queued,
+      ->default_str(format_size(a->max_queued));
+  serve->add_option("--max-worker-queued", a->max_worker_queued,
                     "bytes waiting to be written to one worker before that worker and its evaluating client "
                     "are no longer read (back-pressure)")
       ->type_name("SIZE")->transform(size_in(1, std::numeric_limits<std::uint64_t>::max()))
-      ->default_str(format_size(max_worker_queued));
-  serve->add_option("--max-frame", max_frame, "largest frame accepted or sent")
+      ->default_str(format_size(a->max_worker_queued));
+  serve->add_option("--max-frame", a->max_frame, "largest frame accepted or sent")
       ->type_name("SIZE")->transform(size_in(proto::kMinMaxFrame, proto::kMaxMaxFrame))
-      ->default_str(format_size(max_frame));
-  serve->add_option("--max-timeout", max_timeout_ms, "largest timeout a request may ask for")
-      ->type_name("DURATION")->transform(any_duration)
+      ->default_str(format_size(a->max_frame));
+  serve->add_option("--max-timeout", a->max_timeout_ms, "largest timeout a request may ask for")
+      ->type_name("DURATION")->transform(any_duration())
       ->default_str(format_duration(serve_opts.max_timeout));
-  serve->add_option("--authorization-deadline", auth_deadline_ms,
+  serve->add_option("--authorization-deadline", a->auth_deadline_ms,
                     "how long an authorized launch waits for its client's grant")
-      ->type_name("DURATION")->transform(any_duration)
+      ->type_name("DURATION")->transform(any_duration())
       ->default_str(format_duration(serve_opts.authorization_deadline));
   serve->add_option("--temp-root", serve_opts.temp_root,
                     "where scope temp dirs are created (default: $TMPDIR, else /tmp)");
@@ -93,36 +125,36 @@ int main(int argc, char** argv) {
                     "(RLIMIT_NPROC in its own user namespace: holds without cgroups); 0 = none")
       ->type_name("N")->check(CLI::Range(std::uint64_t{0}, cap_limits::kMaxPids).description(""))
       ->capture_default_str();
-  std::optional<std::uint64_t> default_memory;
-  serve->add_option("--default-memory", default_memory,
+  serve->add_option("--default-memory", a->default_memory,
                     "memory of one command's whole tree when it asks for no --memory cap (a memory cgroup per "
                     "command, where the host has one; status says whether it is enforced); 0 = none")
       ->type_name("SIZE")->transform(size_in(cap_limits::kMinMemory, cap_limits::kMaxMemory, "none"))
       ->default_str("the smaller of 8G and half the RAM: " +
                     format_size(limits::default_memory_for(supervisor::host_memory())));
-  serve->add_option("--temp-size", temp_size,
+  serve->add_option("--temp-size", a->temp_size,
                     "root supervisor: each scope's temp dir (its commands' /tmp) is a tmpfs of this size, "
                     "whose pages count as memory, against the writing command's --memory cap; 0 = plain "
                     "host directories, unbounded")
       ->type_name("SIZE")->transform(size_in(0, limits::kMaxTempSize))
-      ->default_str(format_size(temp_size));
-  serve->add_option("--log-level", log_level,
+      ->default_str(format_size(a->temp_size));
+  serve->add_option("--log-level", a->log_level,
                     "trace, debug, info, warn, error, off: the ordinary log; never the audit lines")
       ->capture_default_str();
-  std::string audit_log;
-  serve->add_option("--audit-log", audit_log,
+  serve->add_option("--audit-log", a->audit_log,
                     "append the audit lines (one per launch) to this file instead of stderr; "
                     "they are written whatever --log-level says")
       ->type_name("FILE");
-  std::string sandbox_user = "nobody";
-  serve->add_option("--sandbox-uid", sandbox_user,
+  serve->add_option("--sandbox-uid", a->sandbox_user,
                     "for a root supervisor: the unprivileged host uid (or user name) commands run as; "
                     "never 0")
       ->capture_default_str();
+  runners.emplace_back(serve, [a] { return a->run(); });
+}
 
-  // exec
-  cli::ExecOptions exec_opts;
-  exec_opts.socket = default_socket;
+void add_exec(CLI::App& app, Runners& runners) {
+  auto exec_opts_ptr = std::make_shared<ExecOptions>();
+  ExecOptions& exec_opts = *exec_opts_ptr;
+  exec_opts.socket = proto::default_socket_path();
   auto* exec = app.add_subcommand(
       "exec",
       "Run a command through the supervisor: `corral exec [OPTIONS] -- PROGRAM ARGS...` or "
@@ -188,48 +220,68 @@ int main(int argc, char** argv) {
                    "description of exactly what will run on stdin; exit 0 grants (within 30s). Not launched: "
                    "exit 77, and nothing ran");
   exec->add_option("command", exec_opts.argv, "PROGRAM ARGS... (after --)");
+  runners.emplace_back(exec, [exec_opts_ptr] { return cli::run_exec(*exec_opts_ptr); });
+}
 
-  // read / write / ls
-  cli::FileOptions read_opts, write_opts, ls_opts;
-  auto file_command = [&](const char* name, const char* help, cli::FileOptions& fo) {
-    fo.socket = default_socket;
-    auto* sub = app.add_subcommand(name, help);
-    sub->add_option("--socket", fo.socket, kSocketHelp);
-    add_repeatable(sub, "--workspace", fo.workspaces,
-                   "a workspace root; a relative PATH is taken beneath the first one, an absolute PATH must "
-                   "lie beneath a workspace root or the scope's temp dir");
-    sub->add_option("--mode", fo.mode,
-                    "read-only refuses writes; danger-full-access allows any path (default: the scope's, else "
-                    "workspace-write; never looser than a named scope's, whose workspaces, --protect and "
-                    "--deny-read apply as to a command)")
-        ->type_name("MODE")->transform(mode_name());
-    sub->add_option("--scope", fo.scope, "the scope whose temp dir is a root (default: this command's own)");
-    sub->add_option("path", fo.path, "the file or directory")->required();
-    return sub;
-  };
-  auto* read = file_command("read", "Print a file (UTF-8 text, or bytes with --binary) through one bounded handle.", read_opts);
-  read->add_option("--offset", read_opts.offset, "first byte to read (a size: 0, 4096, 1M)")
+// read, write and ls: the options every file command has.
+CLI::App* add_file_command(CLI::App& app, const char* name, const char* help, FileOptions& fo) {
+  fo.socket = proto::default_socket_path();
+  auto* sub = app.add_subcommand(name, help);
+  sub->add_option("--socket", fo.socket, kSocketHelp);
+  add_repeatable(sub, "--workspace", fo.workspaces,
+                 "a workspace root; a relative PATH is taken beneath the first one, an absolute PATH must "
+                 "lie beneath a workspace root or the scope's temp dir");
+  sub->add_option("--mode", fo.mode,
+                  "read-only refuses writes; danger-full-access allows any path (default: the scope's, else "
+                  "workspace-write; never looser than a named scope's, whose workspaces, --protect and "
+                  "--deny-read apply as to a command)")
+      ->type_name("MODE")->transform(mode_name());
+  sub->add_option("--scope", fo.scope, "the scope whose temp dir is a root (default: this command's own)");
+  sub->add_option("path", fo.path, "the file or directory")->required();
+  return sub;
+}
+
+void add_read(CLI::App& app, Runners& runners) {
+  auto o = std::make_shared<FileOptions>();
+  auto* read = add_file_command(app, "read", "Print a file (UTF-8 text, or bytes with --binary) through one bounded handle.", *o);
+  read->add_option("--offset", o->offset, "first byte to read (a size: 0, 4096, 1M)")
       ->type_name("SIZE")->transform(size_in(0, std::numeric_limits<std::int64_t>::max()));
-  read->add_option("--max-bytes", read_opts.max_bytes, "window size (default 1M text, 50M bytes, bounded by the frame size)")
+  read->add_option("--max-bytes", o->max_bytes, "window size (default 1M text, 50M bytes, bounded by the frame size)")
       ->type_name("SIZE")->transform(size_in(1, std::numeric_limits<std::uint64_t>::max()));
-  read->add_flag("--binary", read_opts.binary, "exact bytes, no UTF-8 check");
-  auto* write = file_command("write", "Write stdin to a file atomically (temp file + rename; UTF-8 unless --binary; 1M max).", write_opts);
-  write->add_flag("--binary", write_opts.binary, "accept any bytes");
-  auto* ls = file_command("ls", "List a directory: name, type, size, mtime.", ls_opts);
-  ls->add_option("--max-entries", ls_opts.max_entries, "at most this many entries (default and max 10000)")
-      ->type_name("N")->check(CLI::Range(1u, 10000u).description(""));
-  ls->add_flag("--json", ls_opts.json, "print as JSON");
+  read->add_flag("--binary", o->binary, "exact bytes, no UTF-8 check");
+  runners.emplace_back(read, [o] { return cli::run_read(*o); });
+}
 
-  // status
-  cli::StatusOptions status_opts;
-  status_opts.socket = default_socket;
+void add_write(CLI::App& app, Runners& runners) {
+  auto o = std::make_shared<FileOptions>();
+  auto* write = add_file_command(app, "write", "Write stdin to a file atomically (temp file + rename; UTF-8 unless --binary; 1M max).", *o);
+  write->add_flag("--binary", o->binary, "accept any bytes");
+  runners.emplace_back(write, [o] { return cli::run_write(*o); });
+}
+
+void add_ls(CLI::App& app, Runners& runners) {
+  auto o = std::make_shared<FileOptions>();
+  auto* ls = add_file_command(app, "ls", "List a directory: name, type, size, mtime.", *o);
+  ls->add_option("--max-entries", o->max_entries, "at most this many entries (default and max 10000)")
+      ->type_name("N")->check(CLI::Range(1u, 10000u).description(""));
+  ls->add_flag("--json", o->json, "print as JSON");
+  runners.emplace_back(ls, [o] { return cli::run_ls(*o); });
+}
+
+void add_status(CLI::App& app, Runners& runners) {
+  auto status_opts_ptr = std::make_shared<StatusOptions>();
+  StatusOptions& status_opts = *status_opts_ptr;
+  status_opts.socket = proto::default_socket_path();
   auto* status = app.add_subcommand("status", "Show the supervisor and what this host can enforce.");
   status->add_option("--socket", status_opts.socket, kSocketHelp);
   status->add_flag("--json", status_opts.json, "print as JSON");
+  runners.emplace_back(status, [status_opts_ptr] { return cli::run_status(*status_opts_ptr); });
+}
 
-  // call
-  cli::CallOptions call_opts;
-  call_opts.socket = default_socket;
+void add_call(CLI::App& app, Runners& runners) {
+  auto call_opts_ptr = std::make_shared<CallOptions>();
+  CallOptions& call_opts = *call_opts_ptr;
+  call_opts.socket = proto::default_socket_path();
   auto* call = app.add_subcommand(
       "call",
       "Send one message written as JSON and print every reply frame as JSON (one per line), "
@@ -237,14 +289,17 @@ int main(int argc, char** argv) {
       "The hello is sent for you; a missing request_id becomes 1. Exit 1 if the reply is an Error.");
   call->add_option("--socket", call_opts.socket, kSocketHelp);
   call->add_option("--timeout", call_opts.timeout_ms, "give up waiting for the final reply after this long")
-      ->type_name("DURATION")->transform(any_duration);
+      ->type_name("DURATION")->transform(any_duration());
   call->add_option("message", call_opts.json, "the Message as JSON (schema: worker_proto/corral.fbs)")->required();
-  bool call_json = true;
-  call->add_flag("--json", call_json, "accepted for symmetry: call always prints JSON");
+  auto call_json = std::make_shared<bool>(true);
+  call->add_flag("--json", *call_json, "accepted for symmetry: call always prints JSON");
+  runners.emplace_back(call, [call_opts_ptr, call_json] { return cli::run_call(*call_opts_ptr); });
+}
 
-  // scope create|close|list
-  cli::ScopeOptions scope_opts;
-  scope_opts.socket = default_socket;
+void add_scope(CLI::App& app, Runners& runners) {
+  auto scope_opts_ptr = std::make_shared<ScopeOptions>();
+  ScopeOptions& scope_opts = *scope_opts_ptr;
+  scope_opts.socket = proto::default_socket_path();
   auto* scope = app.add_subcommand("scope", "Scopes: a temp dir, policy defaults and everything started in them.");
   scope->require_subcommand(1);
   auto* scope_create = scope->add_subcommand(
@@ -252,8 +307,8 @@ int main(int argc, char** argv) {
                 "the last line. Its policy is a ceiling for everything that runs in it (README, 'Policy rules').");
   scope_create->add_option("--socket", scope_opts.socket, kSocketHelp);
   scope_create->add_option("--parent", scope_opts.parent, "make it a child of this scope (closed with it)");
-  bool detach_flag = true;
-  scope_create->add_flag("--detach", detach_flag, "accepted: the CLI always detaches");
+  auto detach_flag = std::make_shared<bool>(true);
+  scope_create->add_flag("--detach", *detach_flag, "accepted: the CLI always detaches");
   scope_create->add_option("--mode", scope_opts.mode,
                            "mode of what runs in it, and the loosest any of it may ask for (default: the "
                            "parent's; top level: workspace-write)")
@@ -279,23 +334,37 @@ int main(int argc, char** argv) {
   auto* scope_list = scope->add_subcommand("list", "List your scopes: id, parent, policy, temp dir.");
   scope_list->add_option("--socket", scope_opts.socket, kSocketHelp);
   scope_list->add_flag("--json", scope_opts.json, "print as JSON");
+  auto o = scope_opts_ptr;
+  runners.emplace_back(scope_create, [o, detach_flag] { return cli::run_scope_create(*o); });
+  runners.emplace_back(scope_close, [o] { return cli::run_scope_close(*o); });
+  runners.emplace_back(scope_list, [o] { return cli::run_scope_list(*o); });
+}
 
-  // poll / stop
-  cli::BackgroundOptions bg_opts;
-  bg_opts.socket = default_socket;
+void add_poll(CLI::App& app, Runners& runners) {
+  auto o = std::make_shared<BackgroundOptions>();
+  o->socket = proto::default_socket_path();
   auto* poll = app.add_subcommand("poll", "Print what a background command wrote since the last poll, and its state "
                                           "(running, exited CODE, failed, stopped) on stderr.");
-  poll->add_option("--socket", bg_opts.socket, kSocketHelp);
-  poll->add_flag("--json", bg_opts.json, "print {id, state, stdout, stderr, exit_code, status} as JSON");
-  poll->add_option("id", bg_opts.id, "the background command's id")->required();
-  auto* stop = app.add_subcommand("stop", "End a background command: SIGTERM, grace, SIGKILL (or SIGKILL now with --force).");
-  stop->add_option("--socket", bg_opts.socket, kSocketHelp);
-  stop->add_flag("--force", bg_opts.force, "SIGKILL now");
-  stop->add_option("id", bg_opts.id, "the background command's id")->required();
+  poll->add_option("--socket", o->socket, kSocketHelp);
+  poll->add_flag("--json", o->json, "print {id, state, stdout, stderr, exit_code, status} as JSON");
+  poll->add_option("id", o->id, "the background command's id")->required();
+  runners.emplace_back(poll, [o] { return cli::run_poll(*o); });
+}
 
-  // worker start|eval|stop|list|logs
-  cli::WorkerOptions w_opts;
-  w_opts.socket = default_socket;
+void add_stop(CLI::App& app, Runners& runners) {
+  auto o = std::make_shared<BackgroundOptions>();
+  o->socket = proto::default_socket_path();
+  auto* stop = app.add_subcommand("stop", "End a background command: SIGTERM, grace, SIGKILL (or SIGKILL now with --force).");
+  stop->add_option("--socket", o->socket, kSocketHelp);
+  stop->add_flag("--force", o->force, "SIGKILL now");
+  stop->add_option("id", o->id, "the background command's id")->required();
+  runners.emplace_back(stop, [o] { return cli::run_stop(*o); });
+}
+
+void add_worker(CLI::App& app, Runners& runners) {
+  auto w_opts_ptr = std::make_shared<WorkerOptions>();
+  WorkerOptions& w_opts = *w_opts_ptr;
+  w_opts.socket = proto::default_socket_path();
   auto* worker = app.add_subcommand("worker", "Persistent framed workers (e.g. a Python interpreter) inside the sandbox.");
   worker->require_subcommand(1);
   auto worker_sub = [&](const char* name, const char* help, bool needs_name) {
@@ -321,7 +390,7 @@ int main(int argc, char** argv) {
   add_pids_cap(w_start, w_opts.pids, "cap on the worker's processes and threads; default as for exec");
   add_cpus_cap(w_start, w_opts.cpus, "CPU rate for the worker, e.g. 0.5");
   w_start->add_option("--idle-timeout", w_opts.idle_timeout_ms, "stop it after this long without evaluations (default 10m)")
-      ->type_name("DURATION")->transform(any_duration);
+      ->type_name("DURATION")->transform(any_duration());
   w_start->add_option("program", w_opts.argv, "/ABS/PATH/RUNTIME ARGS... (after --)");
   auto* w_eval = worker_sub("eval", "Evaluate one request (from --request or stdin) and print the reply. Evaluations on "
                                     "one worker are serialized; a deadline, cancel or crash loses the worker's state.", true);
@@ -337,10 +406,18 @@ int main(int argc, char** argv) {
   auto* w_list = worker_sub("list", "List your workers: name, scope, state, evaluations.", false);
   w_list->add_flag("--json", w_opts.json, "print as JSON");
   auto* w_logs = worker_sub("logs", "Print a worker's stdout and stderr (the latest 256 KiB).", true);
+  auto o = w_opts_ptr;
+  runners.emplace_back(w_start, [o] { return cli::run_worker_start(*o); });
+  runners.emplace_back(w_eval, [o] { return cli::run_worker_eval(*o); });
+  runners.emplace_back(w_stop, [o] { return cli::run_worker_stop(*o); });
+  runners.emplace_back(w_list, [o] { return cli::run_worker_list(*o); });
+  runners.emplace_back(w_logs, [o] { return cli::run_worker_logs(*o); });
+}
 
-  // mcp
-  cli::McpOptions mcp_opts;
-  mcp_opts.socket = default_socket;
+void add_mcp(CLI::App& app, Runners& runners) {
+  auto mcp_opts_ptr = std::make_shared<McpOptions>();
+  McpOptions& mcp_opts = *mcp_opts_ptr;
+  mcp_opts.socket = proto::default_socket_path();
   auto* mcp = app.add_subcommand(
       "mcp",
       "Serve the Model Context Protocol on stdin/stdout (JSON-RPC 2.0, one message per line) for an agent host: "
@@ -368,8 +445,47 @@ int main(int argc, char** argv) {
       ->type_name("SIZE")->transform(size_in(1, limits::kMaxOutput));
   mcp->add_option("--max-message", mcp_opts.max_message, "largest JSON-RPC message read from stdin (default 8M)")
       ->type_name("SIZE")->transform(size_in(4096, std::uint64_t{256} << 20));
-  bool mcp_no_python = false;
-  mcp->add_flag("--no-python", mcp_no_python, "do not offer the python tool");
+  auto no_python = std::make_shared<bool>(false);
+  mcp->add_flag("--no-python", *no_python, "do not offer the python tool");
+  runners.emplace_back(mcp, [mcp_opts_ptr, no_python] {
+    McpOptions& o = *mcp_opts_ptr;
+    if (o.default_timeout_ms > o.max_timeout_ms) return cli::complain(cli::kUsage, "--timeout is over --max-timeout");
+    o.python = !*no_python;
+    for (auto* paths : {&o.workspaces, &o.deny_read, &o.protect})
+      for (auto& path : *paths) path = cli::absolute(path);
+    return cli::run_mcp(o);
+  });
+}
+
+// In the order `corral --help` lists them.
+struct Subcommand {
+  const char* name;
+  void (*add)(CLI::App& app, Runners& runners);
+};
+constexpr Subcommand kSubcommands[] = {
+    {"serve", add_serve},   {"exec", add_exec},   {"read", add_read},   {"write", add_write},
+    {"ls", add_ls},         {"status", add_status}, {"call", add_call}, {"scope", add_scope},
+    {"poll", add_poll},     {"stop", add_stop},   {"worker", add_worker}, {"mcp", add_mcp},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"corral: a sandbox supervisor for AI agents' commands and workers.\n"
+               "Start the supervisor with `corral serve`; every other command is its client."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "corral 0.1.0");
+
+  Runners runners;
+  const Subcommand* named = nullptr;
+  if (argc > 1)
+    for (const Subcommand& s : kSubcommands)
+      if (std::strcmp(argv[1], s.name) == 0) named = &s;
+  if (named) {
+    named->add(app, runners);
+  } else {
+    for (const Subcommand& s : kSubcommands) s.add(app, runners);
+  }
 
   try {
     app.parse(argc, argv);
@@ -380,45 +496,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return cli::complain(cli::kUsage, std::string(e.what()) + " (see --help)");
   }
-
-  if (*serve) {
-    serve_opts.max_queued = max_queued;
-    serve_opts.max_frame = static_cast<std::uint32_t>(max_frame);  // bounded by its validator
-    serve_opts.max_timeout = milliseconds(max_timeout_ms);
-    serve_opts.authorization_deadline = milliseconds(auth_deadline_ms);
-    serve_opts.hello_timeout = milliseconds(hello_timeout_ms);
-    serve_opts.max_worker_queued = max_worker_queued;
-    serve_opts.temp_size = temp_size;
-    serve_opts.default_memory = default_memory;
-    if (auto ids = cli::lookup_sandbox_user(sandbox_user); !ids.ok())
-      return cli::complain(cli::kUsage, "--sandbox-uid: " + ids.status().message());
-    else
-      std::tie(serve_opts.sandbox_uid, serve_opts.sandbox_gid) = *ids;
-    return cli::run_serve(serve_opts, log_level, audit_log);
-  }
-  if (*exec) return cli::run_exec(exec_opts);
-  if (*mcp) {
-    if (mcp_opts.default_timeout_ms > mcp_opts.max_timeout_ms)
-      return cli::complain(cli::kUsage, "--timeout is over --max-timeout");
-    mcp_opts.python = !mcp_no_python;
-    for (auto* paths : {&mcp_opts.workspaces, &mcp_opts.deny_read, &mcp_opts.protect})
-      for (auto& p : *paths) p = cli::absolute(p);
-    return cli::run_mcp(mcp_opts);
-  }
-  if (*status) return cli::run_status(status_opts);
-  if (*call) return cli::run_call(call_opts);
-  if (*w_start) return cli::run_worker_start(w_opts);
-  if (*w_eval) return cli::run_worker_eval(w_opts);
-  if (*w_stop) return cli::run_worker_stop(w_opts);
-  if (*w_list) return cli::run_worker_list(w_opts);
-  if (*w_logs) return cli::run_worker_logs(w_opts);
-  if (*scope_create) return cli::run_scope_create(scope_opts);
-  if (*scope_close) return cli::run_scope_close(scope_opts);
-  if (*scope_list) return cli::run_scope_list(scope_opts);
-  if (*poll) return cli::run_poll(bg_opts);
-  if (*stop) return cli::run_stop(bg_opts);
-  if (*read) return cli::run_read(read_opts);
-  if (*write) return cli::run_write(write_opts);
-  if (*ls) return cli::run_ls(ls_opts);
+  for (auto& [command, run] : runners)
+    if (*command) return run();
   return cli::kUsage;
 }
