@@ -4,6 +4,11 @@
 //   BM_Bwrap            posix_spawn + waitpid of `bwrap --unshare-all --die-with-parent
 //                       --ro-bind / / --dev /dev --proc /proc /bin/true`: the usual tool's price
 //                       for comparable isolation (all namespaces, network included).
+//   BM_PreparedFloor    one request byte to corral_bench_prepared_floor (bench/prepared_floor.c),
+//                       started once, to its answer byte: a small process already inside mount,
+//                       network and PID namespaces forks, applies Landlock and seccomp with
+//                       no_new_privs, execs /bin/true and reaps it. The floor of a sandbox whose
+//                       namespaces are prepared ahead.
 //   BM_ExecEndToEnd     Client::exec(id, {argv = {"/bin/true"}}, {}) to its final reply, default
 //                       policy (workspace_write, network denied, every layer on), over one
 //                       connection to `corral serve --socket DIR/b.sock`, started once as our child.
@@ -20,16 +25,20 @@
 //                       BM_ExecReadOnly, BM_ExecReadOnlyNetAllowed, BM_ExecEndToEnd,
 //                       BM_ExecNetAllowed, BM_ExecFullAccessNetDenied, BM_ExecFullAccess.
 // All use real time and report the p50/p90/p99 of single calls (µs) as counters. After the
-// run, main() prints the ratios to the floor and to bwrap, and the mode x network matrix, from
-// this run's figures. The supervisor is stopped with SIGTERM and reaped at exit (and gets
-// SIGTERM if we die).
+// run, main() prints the ratios to the floor, to the prepared-sandbox floor and to bwrap, and
+// the mode x network matrix, from this run's figures. The supervisor is stopped with SIGTERM and
+// reaped at exit (and gets SIGTERM if we die); the prepared floor ends at end of its input.
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -128,6 +137,134 @@ void BM_Bwrap(benchmark::State& state) {
   time_program_runs(state, argv);
 }
 BENCHMARK(BM_Bwrap)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// corral_bench_prepared_floor as our child: requests on its stdin, answers on its stdout, its
+// stderr kept in a memfd for the error message. Started once by the first BM_PreparedFloor run;
+// stopped by closing its stdin (it then removes its temp dir and exits), else killed.
+class PreparedFloor {
+ public:
+  static std::unique_ptr<PreparedFloor> start(std::string& error) {
+    auto f = std::unique_ptr<PreparedFloor>(new PreparedFloor());
+    // A floor that died must fail the write, not kill the benchmark.
+    ::signal(SIGPIPE, SIG_IGN);
+    int req[2], ans[2];
+    f->log_ = ::memfd_create("prepared-floor-stderr", MFD_CLOEXEC);
+    if (f->log_ < 0 || ::pipe2(req, O_CLOEXEC) < 0) {
+      error = std::string("memfd/pipe: ") + std::strerror(errno);
+      return nullptr;
+    }
+    f->request_ = req[1];
+    if (::pipe2(ans, O_CLOEXEC) < 0) {
+      ::close(req[0]);
+      error = std::string("pipe: ") + std::strerror(errno);
+      return nullptr;
+    }
+    f->answer_ = ans[0];
+    posix_spawn_file_actions_t fa;
+    ::posix_spawn_file_actions_init(&fa);
+    ::posix_spawn_file_actions_adddup2(&fa, req[0], 0);
+    ::posix_spawn_file_actions_adddup2(&fa, ans[1], 1);
+    ::posix_spawn_file_actions_adddup2(&fa, f->log_, 2);
+    char* argv[] = {const_cast<char*>(CORRAL_PREPARED_FLOOR), const_cast<char*>(kProgram), nullptr};
+    char* envp[] = {nullptr};
+    const int rc = ::posix_spawn(&f->pid_, CORRAL_PREPARED_FLOOR, &fa, nullptr, argv, envp);
+    ::posix_spawn_file_actions_destroy(&fa);
+    ::close(req[0]);
+    ::close(ans[1]);
+    if (rc != 0) {
+      f->pid_ = -1;
+      error = std::string("posix_spawn " CORRAL_PREPARED_FLOOR ": ") + std::strerror(rc);
+      return nullptr;
+    }
+    // Ready: 'R' within 10 s; end of file means it failed its setup (its stderr says where).
+    pollfd p{f->answer_, POLLIN, 0};
+    unsigned char ready = 0;
+    if (::poll(&p, 1, 10000) != 1 || ::read(f->answer_, &ready, 1) != 1 || ready != 'R') {
+      error = "prepared floor did not start: " + f->log_text();
+      return nullptr;
+    }
+    return f;
+  }
+
+  // One run of the program; false (with `error`) unless it exited 0.
+  bool run(std::string& error) {
+    const unsigned char request = 1;
+    unsigned char answer = 0;
+    if (::write(request_, &request, 1) != 1 || ::read(answer_, &answer, 1) != 1) {
+      error = "prepared floor stopped answering: " + log_text();
+      return false;
+    }
+    if (answer != 0) {
+      error = "prepared floor answered " + std::to_string(answer) + " (exit code, 128+signal, 254 fork failed): " +
+              log_text();
+      return false;
+    }
+    return true;
+  }
+
+  ~PreparedFloor() {
+    if (request_ >= 0) ::close(request_);
+    if (pid_ > 0) {
+      int status = 0;
+      const auto deadline = Clock::now() + std::chrono::seconds(5);
+      while (::waitpid(pid_, &status, WNOHANG) == 0) {
+        if (Clock::now() > deadline) {
+          std::cerr << "bench: the prepared floor did not end at end of input within 5 s; killing it\n";
+          ::kill(pid_, SIGKILL);
+          ::waitpid(pid_, &status, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        std::cerr << "bench: the prepared floor ended with " << describe_status(status) << ": " << log_text() << "\n";
+    }
+    if (answer_ >= 0) ::close(answer_);
+    if (log_ >= 0) ::close(log_);
+  }
+
+ private:
+  PreparedFloor() = default;
+  std::string log_text() const {
+    std::string text(4096, '\0');
+    const ssize_t n = ::pread(log_, text.data(), text.size(), 0);
+    text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    return text.empty() ? "(no message)" : text;
+  }
+
+  pid_t pid_ = -1;
+  int request_ = -1, answer_ = -1, log_ = -1;
+};
+
+struct SharedPreparedFloor {
+  std::unique_ptr<PreparedFloor> f;
+  std::string error;
+  bool tried = false;
+};
+SharedPreparedFloor g_prepared;
+
+void BM_PreparedFloor(benchmark::State& state) {
+  if (!g_prepared.tried) {
+    g_prepared.tried = true;
+    g_prepared.f = PreparedFloor::start(g_prepared.error);
+  }
+  if (!g_prepared.f) {
+    state.SkipWithError(("cannot start the prepared floor: " + g_prepared.error).c_str());
+    return;
+  }
+  Latencies lat(state);
+  std::string error;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    const bool ok = g_prepared.f->run(error);
+    lat.add(Clock::now() - t0);
+    if (!ok) {
+      state.SkipWithError(error.c_str());
+      break;
+    }
+  }
+}
+BENCHMARK(BM_PreparedFloor)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 std::uint64_t g_next_id = 1;
 
@@ -249,6 +386,7 @@ int main(int argc, char** argv) {
   std::vector<corral::proto::LayerInfo> layers;
   if (g_shared.s) layers = g_shared.s->client().layers();
   stop_supervisor();
+  g_prepared.f.reset();
 
   if (!layers.empty()) {
     std::printf("\nsupervisor layers:");
@@ -267,6 +405,7 @@ int main(int argc, char** argv) {
   const std::pair<const char*, const char*> rows[] = {
       {"BM_SpawnFloor", "floor: posix_spawn+waitpid"},
       {"BM_SpawnPipesFloor", "floor + pipes"},
+      {"BM_PreparedFloor", "prepared floor (landlock+seccomp)"},
       {"BM_StatusRoundTrip", "status round trip"},
       {"BM_Bwrap", "bwrap --unshare-all /bin/true"},
       {"BM_ExecFullAccess", "exec, full access, net allowed"},
@@ -303,6 +442,13 @@ int main(int argc, char** argv) {
 
   std::printf("\nratio end-to-end/floor (%s): %.2fx (mean), %.2fx (p50); aim <= 1.25x\n", kProgram,
               e2e->mean_us / floor->mean_us, e2e->p50_us / floor->p50_us);
+  if (const auto* prepared = reporter.find("BM_PreparedFloor"))
+    std::printf("ratio default execute via client library/prepared-sandbox floor: %.2fx (mean), %.2fx (p50); "
+                "aim <= 1.3x\n",
+                e2e->mean_us / prepared->mean_us, e2e->p50_us / prepared->p50_us);
+  else
+    std::printf("ratio default execute via client library/prepared-sandbox floor: needs BM_PreparedFloor in the "
+                "same run\n");
   if (bwrap)
     std::printf("ratio default execute/bwrap: %.2fx (mean), %.2fx (p50); aim <= 0.4x\n", e2e->mean_us / bwrap->mean_us,
                 e2e->p50_us / bwrap->p50_us);

@@ -21,6 +21,7 @@ packages=(
   iproute2 procps                     # tests inspect processes and loopback
   bubblewrap                          # the benchmark compares against bwrap (bench only)
   hyperfine                           # whole-process timings of the CLI (bench only)
+  ripgrep socat                       # srt (sandbox-runtime) needs both to run (bench/peers.sh only)
   uidmap                              # newgidmap: a non-root supervisor's sandboxes drop their
                                       # supplementary groups (needs a range in /etc/subgid)
 )
@@ -45,16 +46,23 @@ else
 fi
 
 # Test-only npm packages, pinned by tests/npm/package.json and its committed lockfile, go into
-# tests/npm/node_modules (ignored by git). `npm ci` installs exactly the lockfile; it runs only
-# when the lockfile changed since the last install.
-npm_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/npm"
-if [ -f "$npm_dir/package-lock.json" ]; then
+# tests/npm/node_modules (ignored by git); likewise bench/npm, the sandboxing peers that
+# bench/peers.sh times corral against (about 430 MB, so not in CI, which runs no benchmark).
+# `npm ci` installs exactly the lockfile; it runs only when the lockfile changed since the last
+# install.
+for npm_sub in tests/npm bench/npm; do
+  npm_dir="$(cd "$(dirname "$0")/.." && pwd)/$npm_sub"
+  [ -f "$npm_dir/package-lock.json" ] || continue
+  if [ "$npm_sub" = bench/npm ] && [ "${CI:-}" = true ]; then
+    echo "setup: bench/npm skipped in CI (bench/peers.sh only)"
+    continue
+  fi
   stamp="$npm_dir/node_modules/.corral-lock"
   if ! cmp -s "$npm_dir/package-lock.json" "$stamp" 2>/dev/null; then
-    echo "setup: npm ci in tests/npm"
+    echo "setup: npm ci in $npm_sub"
     (cd "$npm_dir" && npm ci --no-audit --no-fund --loglevel=error)
     cp "$npm_dir/package-lock.json" "$stamp"
   else
-    echo "setup: tests/npm packages present"
+    echo "setup: $npm_sub packages present"
   fi
-fi
+done
