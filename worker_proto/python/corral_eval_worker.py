@@ -6,10 +6,10 @@ Run by the supervisor (with the channel's fd in CORRAL_WORKER_FD) as
 
 (the supervisor opens this script when it checks it and runs that very file as /dev/fd/4;
 run by hand, `corral_eval_worker.py GENERATED_DIR` also works). GENERATED_DIR holds the
-generated package corral.proto (build/worker_proto/python); SCRIPT_DIR (default: this script's
-own directory) holds corral_worker.py. -I ignores PYTHONPATH and the user site, so this script
-puts both on sys.path itself. /usr/bin/python3, because the flatbuffers runtime is Debian's
-python3-flatbuffers (tools/setup.sh), which a pyenv python3 on PATH does not see.
+generated package corral.proto (build/share/corral/python); SCRIPT_DIR (default: this script's
+own directory) holds corral_worker.py and _corral_frames.py. -I ignores PYTHONPATH and the user
+site, so this script puts both on sys.path itself. The worker's frames are encoded by hand
+(_corral_frames.py): the flatbuffers runtime is not imported.
 
 Request: JSON {"code": "..."}. The code runs in one namespace kept across evaluations; when its
 last statement is an expression, that value's repr() is the result (None gives null, as a REPL
@@ -36,8 +36,8 @@ sys.path[0:0] = [sys.argv[1], sys.argv[2] if len(sys.argv) == 3 else os.path.dir
 try:
     import corral_worker
 except ImportError as e:
-    sys.exit("corral_eval_worker: %s (run with /usr/bin/python3 with python3-flatbuffers installed "
-             "by tools/setup.sh, and GENERATED_DIR = build/worker_proto/python)" % e)
+    sys.exit("corral_eval_worker: %s (GENERATED_DIR must hold the generated package corral.proto, "
+             "as build/share/corral/python does, and SCRIPT_DIR corral_worker.py)" % e)
 
 MAX_CAPTURE = 1 << 20  # characters kept per captured stream, and of the result's repr
 

@@ -1,10 +1,9 @@
 """The worker side of a corral worker channel (docs/protocol.md "Between the supervisor and a worker"), in Python.
 
-The C++ twin is worker_proto/worker_sdk.h. Needs the stdlib, the flatbuffers runtime and the
-generated package corral.proto (built into build/worker_proto/python by the target
-corral_python_proto; put that directory on sys.path). The flatbuffers runtime is Debian's
-python3-flatbuffers (tools/setup.sh), which only /usr/bin/python3 sees: run workers with
-/usr/bin/python3, not a pyenv python3 that happens to be first on PATH.
+The C++ twin is worker_proto/worker_sdk.h. Needs the stdlib, _corral_frames.py (next to this
+file: the frames, encoded and decoded by hand) and the generated package corral.proto (built into
+build/share/corral/python by the target corral_python_proto; put that directory on sys.path),
+for the union's numbers only: the flatbuffers runtime is not imported.
 
 The supervisor starts the worker with one end of a socketpair as the fd named by
 CORRAL_WORKER_FD; stdout/stderr stay plain logs. On that fd every frame is a u32 little-endian
@@ -29,20 +28,16 @@ import struct
 import sys
 import traceback
 
-import flatbuffers
-from corral.proto import Body, Error, EvalReply, Evaluate, HostCall, HostReply, Message
+import _corral_frames as _frames
+from _corral_frames import ProtocolError  # corral_worker.ProtocolError, as it always was
 
 MAX_FRAME = 64 << 20  # frames over this are refused, both ways
-_IDENTIFIER = b"CRL1"
 _HEADER = struct.Struct("<I")
+_EVALUATE, _HOST_REPLY, _ERROR = _frames.EVALUATE, _frames.HOST_REPLY, _frames.ERROR
 
 
 class HostCallError(Exception):
     """A host call failed: the host answered with an error, or the channel is gone."""
-
-
-class ProtocolError(Exception):
-    """The channel is unusable: bad frame, I/O error, or an Error frame from the supervisor."""
 
 
 def _log(line):
@@ -50,55 +45,9 @@ def _log(line):
     print("corral worker: " + line, file=sys.__stderr__, flush=True)
 
 
-def _bytes_field(table, field_id):
-    """A [ubyte] field of a table as bytes (b"" when absent). Field ids never change (schema
-    evolution rules), so the vtable slot 4 + 2 * id is stable."""
-    o = table.Offset(4 + 2 * field_id)
-    if o == 0:
-        return b""
-    start, n = table.Vector(o), table.VectorLen(o)
-    if start + n > len(table.Bytes):
-        raise ProtocolError("a byte vector runs past the end of its frame")
-    return bytes(table.Bytes[start:start + n])
-
-
 def _as_bytes(data):
     """bytes from bytes-like data, or from str as UTF-8; TypeError for anything else."""
     return data.encode() if isinstance(data, str) else memoryview(data).tobytes()
-
-
-class _Message:
-    """One decoded inbound message: only the fields the worker side reads."""
-
-    def __init__(self, request_id, kind, data=b"", call_id=0, error="", code=0):
-        self.request_id, self.kind, self.data = request_id, kind, data
-        self.call_id, self.error, self.code = call_id, error, code
-
-
-def _decode(payload):
-    """The one place inbound FlatBuffers are read. The Python runtime has no Verifier, but
-    every access is bounds-checked by struct, so bad bytes raise instead of misreading."""
-
-    def body(cls):
-        obj, tab = cls(), message.Body()
-        obj.Init(tab.Bytes, tab.Pos)
-        return obj
-
-    def text(s):
-        return s.decode(errors="replace") if s else ""
-
-    message = Message.Message.GetRootAs(payload, 0)
-    request_id, kind = message.RequestId(), message.BodyType()
-    if kind == Body.Body.Evaluate:
-        return _Message(request_id, kind, data=_bytes_field(body(Evaluate.Evaluate)._tab, 0))
-    if kind == Body.Body.HostReply:
-        reply = body(HostReply.HostReply)
-        return _Message(request_id, kind, data=_bytes_field(reply._tab, 1), call_id=reply.CallId(),
-                        error=text(reply.Error()))
-    if kind == Body.Body.Error:
-        error = body(Error.Error)
-        return _Message(request_id, kind, error=text(error.Message()), code=error.Code())
-    return _Message(request_id, kind)
 
 
 class Worker:
@@ -148,30 +97,15 @@ class Worker:
             raise ProtocolError("read from the supervisor failed: %s" % e) from None
         if len(payload) < n:
             raise ProtocolError("the supervisor closed the channel inside a frame")
-        if n < 8 or payload[4:8] != _IDENTIFIER:
-            raise ProtocolError("frame without the %r identifier" % _IDENTIFIER.decode())
-        try:
-            return _decode(payload)
-        except ProtocolError:
-            raise
-        except Exception as e:  # struct.error, IndexError, ...: bytes that are no Message
-            raise ProtocolError("malformed frame: %s" % e) from None
+        return _frames.decode(payload)  # the identifier, then every offset it reads
 
-    def _send(self, request_id, body_type, build_body, size_hint):
-        """Sends one Message; False (nothing sent) if it would be over MAX_FRAME."""
-        builder = flatbuffers.Builder(size_hint + 64)
-        body = build_body(builder)
-        Message.Start(builder)
-        Message.AddRequestId(builder, request_id)
-        Message.AddBodyType(builder, body_type)
-        Message.AddBody(builder, body)
-        # Not FinishSizePrefixed: that aligns the buffer from the prefix, and the supervisor's
-        # Verifier checks alignment from the payload's first byte.
-        builder.Finish(Message.End(builder), _IDENTIFIER)
-        payload = builder.Output()
-        if len(payload) > MAX_FRAME:
+    def _send(self, frame):
+        """Writes one frame from _corral_frames; False (nothing sent) if it is over MAX_FRAME.
+        Its payload is aligned from its own first byte, not from the length prefix: the
+        supervisor's Verifier checks alignment from the payload's first byte."""
+        if len(frame) - _HEADER.size > MAX_FRAME:
             return False
-        view = memoryview(_HEADER.pack(len(payload)) + payload)
+        view = memoryview(frame)
         try:
             while view:
                 view = view[os.write(self._fd, view):]
@@ -180,21 +114,14 @@ class Worker:
         return True
 
     def _send_eval_reply(self, request_id, data):
-        def body(b):
-            vector = b.CreateByteVector(data)
-            EvalReply.Start(b)
-            EvalReply.AddData(b, vector)
-            return EvalReply.End(b)
-        return self._send(request_id, Body.Body.EvalReply, body, len(data))
+        if len(data) > MAX_FRAME:  # over the limit whatever the rest: not copied into a frame
+            return False
+        return self._send(_frames.eval_reply_frame(request_id, data))
 
     def _send_host_call(self, request_id, call_id, data):
-        def body(b):
-            vector = b.CreateByteVector(data)
-            HostCall.Start(b)
-            HostCall.AddCallId(b, call_id)
-            HostCall.AddData(b, vector)
-            return HostCall.End(b)
-        return self._send(request_id, Body.Body.HostCall, body, len(data))
+        if len(data) > MAX_FRAME:
+            return False
+        return self._send(_frames.host_call_frame(request_id, call_id, data))
 
     def _fail(self, why, eof=False):
         if self._broken is None:
@@ -211,7 +138,7 @@ class Worker:
             message = self._recv()
             if message is None:
                 return
-            if message.kind == Body.Body.Evaluate:
+            if message.kind == _EVALUATE:
                 self._eval_id = message.request_id
                 self._pending.clear()
                 self._answers.clear()
@@ -225,10 +152,10 @@ class Worker:
                 if not self._send_eval_reply(message.request_id, reply):
                     self._send_eval_reply(message.request_id, b"corral worker error: the reply of "
                                           b"%d bytes is over the frame limit" % len(reply))
-            elif message.kind == Body.Body.Error:
+            elif message.kind == _ERROR:
                 raise ProtocolError("the supervisor reported a protocol error (code %d): %s"
                                     % (message.code, message.error))
-            elif message.kind == Body.Body.HostReply:
+            elif message.kind == _HOST_REPLY:
                 _log("ignored a HostReply outside any evaluation (request %d)" % message.request_id)
             else:
                 raise ProtocolError("unexpected message (body type %d) from the supervisor"
@@ -272,14 +199,14 @@ class Worker:
             if message is None:
                 self._fail("the supervisor closed the channel", eof=True)
                 break
-            if message.kind == Body.Body.HostReply:
+            if message.kind == _HOST_REPLY:
                 if message.request_id != self._eval_id or message.call_id not in self._pending:
                     _log("ignored a HostReply for call %d of request %d: not in flight"
                          % (message.call_id, message.request_id))
                     continue
                 self._pending.discard(message.call_id)
                 self._answers[message.call_id] = (message.data, message.error)
-            elif message.kind == Body.Body.Error:
+            elif message.kind == _ERROR:
                 self._fail("the supervisor reported a protocol error (code %d): %s"
                            % (message.code, message.error))
             else:
