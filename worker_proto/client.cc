@@ -149,8 +149,8 @@ Result<ExecReply> Client::exec(std::uint64_t request_id, const ExecArgs& args, c
     if (const OutputChunk* c = r->msg->body_as_OutputChunk()) {
       std::string_view data;
       if (c->data()) data = {reinterpret_cast<const char*>(c->data()->data()), c->data()->size()};
-      (c->stream() == Stream::err ? reply.err : reply.out).append(data);
       if (on_chunk) on_chunk(c->stream(), data);
+      else (c->stream() == Stream::err ? reply.err : reply.out).append(data);
       continue;
     }
     reply.final = std::move(*r);

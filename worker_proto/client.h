@@ -42,7 +42,8 @@ struct Received {
   const Message* msg = nullptr;
 };
 
-// What exec() collects: the final message (ExecResult, or Error) and the streamed output.
+// What exec() collects: the final message (ExecResult, or Error) and, when no chunk callback
+// took it, the streamed output.
 struct ExecReply {
   Received final;
   std::string out, err;
@@ -77,7 +78,9 @@ class Client {
   // Judges an authorized launch from its description (JSON); true grants it.
   using AuthorizeFn = std::function<bool(std::string_view description)>;
   // Sends an ExecRequest with `request_id` and collects replies for that id until its final
-  // reply. Frames for other ids are dropped. `on_chunk` may be empty; `authorize` answers an
+  // reply. Frames for other ids are dropped. Output goes to `on_chunk` as it arrives; without
+  // one it is collected in ExecReply::out and ::err (a caller that streams never holds all of
+  // it: 64 MiB of output is not 64 MiB of client memory). `authorize` answers an
   // AuthorizationRequest (args.authorize), and without it every request is denied. A reply
   // that is the supervisor's Error is a value (ExecReply::error()), not a failure.
   Result<ExecReply> exec(std::uint64_t request_id, const ExecArgs& args, const ChunkFn& on_chunk,
