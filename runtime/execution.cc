@@ -406,8 +406,12 @@ struct Execution::State : std::enable_shared_from_this<State> {
     // The io_context has work while the launch runs elsewhere (its run() must not return).
     auto work = std::make_shared<asio::executor_work_guard<asio::io_context::executor_type>>(io.get_executor());
     auto job = [self, l, work]() mutable {
-      const ExecSpec& sp = self->spec;
-      l->sandbox = sp.host->launch(l->ss, *sp.policy, sp.temp_dir, sp.cgroup_name, sp.hold_for_authorization, sp.netns_fd);
+      ExecSpec& sp = self->spec;
+      Status ready = sp.before_launch ? sp.before_launch(sp) : Status{};
+      if (!ready.ok())
+        l->sandbox = std::move(ready);
+      else
+        l->sandbox = sp.host->launch(l->ss, *sp.policy, sp.temp_dir, sp.cgroup_name, sp.hold_for_authorization, sp.netns_fd);
       if (!sp.offload) return;
       // Everything moves on to the loop: the last reference to the execution is never dropped
       // on this thread (its descriptors and timers belong to the loop).

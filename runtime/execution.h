@@ -63,6 +63,11 @@ struct ExecSpec {
   const SandboxHost* host = nullptr;
   std::string cgroup_name;  // unique per command, e.g. "cmd-42"
   int netns_fd = -1;        // network denied: the scope's network namespace (borrowed), -1 fresh
+  // Sandboxed only: runs first on the launch's thread (see `offload`) and may fill temp_dir and
+  // netns_fd, which nothing reads before the launch. The supervisor makes a new scope's temp
+  // dir (a mount) and network namespace there, not on its event loop. A failure is the
+  // command's setup error.
+  std::function<Status(ExecSpec&)> before_launch;
 
   // Where a sandboxed launch runs (SandboxHost::launch: clone, id maps, and the wait for the
   // child's setup until exec, about a millisecond): handed to `offload`, which runs it on

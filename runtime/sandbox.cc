@@ -213,6 +213,8 @@ struct SandboxHost::Impl {
   std::mutex userns_mutex;      // guards owner_userns
   std::map<std::pair<uid_t, gid_t>, UniqueFd> owner_userns;  // owner -> sandbox ids, for idmaps
   UniqueFd host_netns;  // ours, to come back to after cloning into a scope's namespace
+  std::mutex spare_mutex;           // guards spare_netns
+  std::vector<UniqueFd> spare_netns;  // fresh, unused network namespaces (take_network_namespace)
   // The death pipe: every sandbox's init watches the read end; the write end is ours alone
   // (close-on-exec, and each init closes its copy first thing), so our death, however it
   // comes, is an EOF in every init, which then ends its sandbox.
@@ -262,6 +264,32 @@ StatusOr<UniqueFd> SandboxHost::make_network_namespace() const {
   if (!ns) return Status::from_errno("netns", open_errno, "/proc/thread-self/ns/net");
   if (lo_errno) return Status::from_errno("netns", lo_errno, "bringing the loopback up");
   return ns;
+}
+
+StatusOr<UniqueFd> SandboxHost::take_network_namespace() const {
+  {
+    std::lock_guard<std::mutex> lock(impl_->spare_mutex);
+    if (!impl_->spare_netns.empty()) {
+      UniqueFd ns = std::move(impl_->spare_netns.back());
+      impl_->spare_netns.pop_back();
+      return ns;
+    }
+  }
+  return make_network_namespace();
+}
+
+void SandboxHost::refill_network_namespaces(std::size_t count) const {
+  if (!root_ || !impl_->host_netns) return;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(impl_->spare_mutex);
+      if (impl_->spare_netns.size() >= count) return;
+    }
+    auto ns = make_network_namespace();
+    if (!ns.ok()) return;  // the take will say why
+    std::lock_guard<std::mutex> lock(impl_->spare_mutex);
+    impl_->spare_netns.push_back(std::move(ns).value());
+  }
 }
 
 SandboxHost::~SandboxHost() {

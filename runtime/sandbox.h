@@ -113,7 +113,16 @@ class SandboxHost {
   // A fresh network namespace with its loopback up, for one scope's commands to share (a
   // new namespace per command costs ~1 ms, most of the isolation cost). Root only (joining
   // needs CAP_SYS_ADMIN over it); elsewhere a Status says so and commands get their own.
+  // Changes the calling thread's network namespace for a moment: call it off the event loop.
   StatusOr<UniqueFd> make_network_namespace() const;
+  // The same, from the spares made ahead of time when there is one (each is handed out once,
+  // never used before), else made now. Making one is about a millisecond, on every new scope's
+  // first command (every `corral exec` is a new connection, so a new scope): the spares take it
+  // off that path.
+  StatusOr<UniqueFd> take_network_namespace() const;
+  // Makes spares until `count` wait (a background thread calls it after each take). Nothing on
+  // a host that cannot share namespaces.
+  void refill_network_namespaces(std::size_t count) const;
 
   struct Impl;
 

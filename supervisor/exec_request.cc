@@ -259,7 +259,7 @@ std::string launch_record(uid_t peer_uid, pid_t peer_pid, std::uint64_t request_
   out["peer_uid"] = peer_uid;
   out["peer_pid"] = peer_pid;
   out["request"] = request_id;
-  add_command(out, spec, spec.temp_dir);  // the host path
+  add_command(out, spec, result.temp_dir);  // the host path (the spec's is filled in at launch)
   add_policy(out, spec);
   out["timeout_ms"] = spec.timeout.count();
   out["max_output"] = spec.max_output;

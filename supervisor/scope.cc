@@ -36,7 +36,13 @@ Scope::~Scope() {
   if (offload) offload([removal]() mutable { removal.reset(); });
 }
 
+std::string Scope::temp_dir_if_any() const {
+  std::lock_guard<std::mutex> lock(resources_mutex_);
+  return dir_;
+}
+
 StatusOr<std::string> Scope::temp_dir() {
+  std::lock_guard<std::mutex> lock(resources_mutex_);
   if (!dir_.empty()) return dir_;
   if (closed_) return Status::error("scope", ENOENT, "scope " + id_ + " is closed");
   std::string tmpl = temp_root_ + "/corral-scope-XXXXXX";
@@ -49,11 +55,13 @@ StatusOr<std::string> Scope::temp_dir() {
 }
 
 int Scope::network_namespace() {
+  std::lock_guard<std::mutex> lock(resources_mutex_);
   if (netns_ == -2) {
     netns_ = -1;
     if (host_) {
-      auto ns = host_->make_network_namespace();
+      auto ns = host_->take_network_namespace();
       if (ns.ok()) netns_ = ns->release();
+      if (ns.ok() && offload) offload([host = host_] { host->refill_network_namespaces(kSpareNetworkNamespaces); });
     }
   }
   return netns_;

@@ -15,7 +15,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,9 @@ class SandboxHost;
 
 namespace corral::supervisor {
 
+// Spare network namespaces the host keeps ready (SandboxHost::take_network_namespace()).
+inline constexpr std::size_t kSpareNetworkNamespaces = 2;
+
 class Scope : public std::enable_shared_from_this<Scope> {
  public:
   Scope(std::string id, uid_t owner, std::string temp_root, const SandboxHost* host);
@@ -37,7 +42,7 @@ class Scope : public std::enable_shared_from_this<Scope> {
 
   const std::string& id() const { return id_; }
   uid_t owner() const { return owner_; }
-  bool closed() const { return closed_; }
+  bool closed() const { return closed_.load(); }
   bool detached = false;
   std::weak_ptr<Scope> parent;
   // The policy of what runs in it: mode, network, workspaces, deny_read, protect, caps.
@@ -46,14 +51,19 @@ class Scope : public std::enable_shared_from_this<Scope> {
   Policy defaults;
   Ceiling ceiling = Ceiling::none;
 
-  // The temp dir, created on first call (0700, owned by the sandbox uid for a root supervisor).
+  // The temp dir and the network namespace are made on first use, by whichever thread needs
+  // them first: a launch on the launcher pool (a mount, a namespace: never on the event loop),
+  // a file request on the blocking pool, or the loop for a worker. Safe from any thread.
+
+  // The temp dir, created on first call (0700, owned by the sandbox uid for a root supervisor;
+  // a tmpfs where the host has layer temp-size).
   StatusOr<std::string> temp_dir();
   // Host path of the temp dir if it exists, else empty.
-  const std::string& temp_dir_if_any() const { return dir_; }
+  std::string temp_dir_if_any() const;
 
-  // The network namespace this scope's network-denied commands share (made on first use;
-  // -1 where the host cannot share one: each command then gets its own). Never shared
-  // between scopes.
+  // The network namespace this scope's network-denied commands share (made on first use,
+  // from the host's spares: SandboxHost::take_network_namespace(); -1 where the host cannot
+  // share one: each command then gets its own). Never shared between scopes.
   int network_namespace();
 
   // Something that must end when the scope closes. The token removes it again.
@@ -80,9 +90,10 @@ class Scope : public std::enable_shared_from_this<Scope> {
   uid_t owner_;
   std::string temp_root_;
   const SandboxHost* host_;
+  mutable std::mutex resources_mutex_;  // guards dir_ and netns_
   std::string dir_;
   int netns_ = -2;  // -2: not tried yet; -1: not available
-  bool closed_ = false;
+  std::atomic<bool> closed_ = false;
   std::uint64_t next_token_ = 1;
   std::map<std::uint64_t, std::function<void()>> hooks_;
   std::vector<std::weak_ptr<Scope>> children_;

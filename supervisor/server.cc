@@ -436,6 +436,7 @@ Status serve(const ServerOptions& options_in) {
     if (!d.enforced) spdlog::warn("default bound {} is not enforced: {}", d.name, d.how);
 
   ctx.scopes = std::make_unique<ScopeRegistry>(options.temp_root, ctx.host.get(), ctx.teardown->submitter());
+  ctx.teardown->submit([host = ctx.host.get()] { host->refill_network_namespaces(kSpareNetworkNamespaces); });
   ctx.background = std::make_unique<BackgroundTable>(io);
   Server server(io, ctx, std::move(listen_fd).value(), signals);
   server.start();

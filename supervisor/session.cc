@@ -49,17 +49,25 @@ std::optional<ExecSpec> Session::prepare_spec(std::uint64_t id, const proto::Exe
       return std::nullopt;
     }
   }
-  auto temp = scope.temp_dir();
-  if (!temp.ok()) {
-    send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
-    return std::nullopt;
-  }
-  spec->temp_dir = *temp;
   spec->host = c.host.get();
   spec->offload = c.launcher->submitter();
   spec->teardown = c.teardown->submitter();
   spec->cgroup_name = cgroup_prefix + std::to_string(++c.launches);
-  if (spec->policy->network == Network::denied) spec->netns_fd = scope.network_namespace();
+  // The scope's temp dir and network namespace, made by its first command: on the launcher
+  // pool, with the launch (a mount and a namespace are no work for the loop).
+  // Weakly: a spec outlives its launch (a background command's record stays to be polled), and
+  // a scope's temp dir goes when its last holder lets go. Whoever starts the command holds the
+  // scope until it has ended, so the launch never drops the last reference off the loop.
+  spec->before_launch = [weak = scope.weak_from_this()](ExecSpec& s) -> Status {
+    auto held = weak.lock();
+    if (!held) return Status::error("temp dir", ENOENT, "the scope is gone");
+    auto temp = held->temp_dir();
+    if (!temp.ok())
+      return Status::error("temp dir", temp.status().err(), "cannot create the scope's temp dir: " + temp.status().message());
+    s.temp_dir = *temp;
+    if (s.policy->network == Network::denied) s.netns_fd = held->network_namespace();
+    return {};
+  };
   return std::move(spec).value();
 }
 

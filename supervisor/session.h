@@ -50,8 +50,9 @@ class Session {
   // Error for `id` and returns null.
   std::shared_ptr<Scope> scope_for(std::uint64_t id, const flatbuffers::String* name,
                                    const std::shared_ptr<Scope>& fallback);
-  // The engine's spec for `req` in `scope` (defaults, limits, the host's layers, the temp dir,
-  // the launcher pool), or nullopt after sending the Error for `id`.
+  // The engine's spec for `req` in `scope` (defaults, limits, the host's layers, the launcher
+  // pool), or nullopt after sending the Error for `id`. The scope's temp dir and network
+  // namespace are filled in by the spec's before_launch, on the launcher pool.
   std::optional<ExecSpec> prepare_spec(std::uint64_t id, const proto::ExecRequest& req, Scope& scope,
                                        const char* cgroup_prefix);
 };

@@ -155,6 +155,13 @@ void WorkerRequests::on_start(const proto::Message& msg) {
   auto spec = s_.prepare_spec(id, *proto::GetMessage(frame.data() + proto::kHeaderBytes)->body_as_ExecRequest(), *scope,
                               "worker-");
   if (!spec) return;
+  // The program is checked against the scope's temp dir below, so a worker's scope gets its
+  // temp dir (and network namespace) now instead of with the launch.
+  if (Status st = spec->before_launch(*spec); !st.ok()) {
+    s_.send_error(id, ErrorCode::internal, st.message());
+    return;
+  }
+  spec->before_launch = nullptr;
   const Credentials creds = s_.peer().credentials();
   auto program = check_trusted(argv[0], *spec->policy, spec->temp_dir, creds, "the worker program", true);
   if (!program.ok()) {

@@ -366,8 +366,16 @@ TEST_CASE("a sandboxed launch off the loop: its outcome comes back on the loop; 
     asio::io_context io;
     const auto loop = std::this_thread::get_id();
     std::vector<std::thread> launchers;
-    std::thread::id launched_on, sink_on, done_on;
+    std::thread::id launched_on, sink_on, done_on, prepared_on;
     ExecSpec spec = sandboxed({"pwd"});
+    // The scope's resources (the supervisor's temp dir and network namespace) are filled in on
+    // the launch's thread, not the loop's.
+    spec.temp_dir.clear();
+    spec.before_launch = [&](ExecSpec& s) -> Status {
+      prepared_on = std::this_thread::get_id();
+      s.temp_dir = temp.path();
+      return {};
+    };
     spec.offload = [&](std::function<void()> job) {
       launchers.emplace_back([&launched_on, job] {
         launched_on = std::this_thread::get_id();
@@ -385,10 +393,29 @@ TEST_CASE("a sandboxed launch off the loop: its outcome comes back on the loop; 
     for (auto& t : launchers) t.join();
     REQUIRE(launchers.size() == 1);
     CHECK(launched_on != loop);
+    CHECK(prepared_on == launched_on);
     CHECK(sink_on == loop);
     CHECK(done_on == loop);
     CHECK(result.status == ExitStatus::exited);
     CHECK(result.out == "/tmp\n");
+    CHECK(result.temp_dir == temp.path());
+  }
+
+  // A before_launch that fails is the command's setup error: nothing is launched.
+  {
+    asio::io_context io;
+    ExecSpec spec = sandboxed({"pwd"});
+    spec.before_launch = [](ExecSpec&) { return Status::error("temp dir", ENOSPC, "no room for the temp dir"); };
+    std::thread launcher;
+    spec.offload = [&](std::function<void()> job) { launcher = std::thread(std::move(job)); };
+    Result result;
+    auto e = Execution::start(io, std::move(spec), nullptr, [&](Result r) { result = std::move(r); });
+    io.run();
+    launcher.join();
+    CHECK(result.status == ExitStatus::setup_error);
+    CHECK(result.setup_step == "temp dir");
+    CHECK(result.message.find("no room") != std::string::npos);
+    CHECK(!result.exit_code);
   }
 
   // A cancel that comes while the launch runs elsewhere: the launched command is killed at
@@ -417,4 +444,32 @@ TEST_CASE("a sandboxed launch off the loop: its outcome comes back on the loop; 
     CHECK(result.status == ExitStatus::cancelled);
     CHECK(processes_with(marker).empty());
   }
+}
+
+TEST_CASE("network namespaces from the spares are fresh, distinct and never the host's") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: shared network namespaces need a root supervisor (this test runs as uid " << ::geteuid() << ")");
+    return;
+  }
+  auto host = SandboxHost::create(HostOptions{});
+  auto ino = [](int fd) {
+    struct stat st {};
+    REQUIRE(::fstat(fd, &st) == 0);
+    return st.st_ino;
+  };
+  struct stat own {};
+  REQUIRE(::stat("/proc/self/ns/net", &own) == 0);
+  host->refill_network_namespaces(2);
+  std::set<ino_t> seen{own.st_ino};
+  std::vector<UniqueFd> taken;
+  for (int i = 0; i < 4; ++i) {  // two spares, then two made on the spot
+    auto ns = host->take_network_namespace();
+    REQUIRE(ns.ok());
+    CHECK(seen.insert(ino(ns->get())).second);  // never handed out twice, never ours
+    taken.push_back(std::move(ns).value());
+  }
+  // The thread that made them is back in its own namespace.
+  struct stat after {};
+  REQUIRE(::stat("/proc/thread-self/ns/net", &after) == 0);
+  CHECK(after.st_ino == own.st_ino);
 }
