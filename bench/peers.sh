@@ -18,7 +18,7 @@
 # command (node or a proxy start per run; default 30); CONC_RUNS runs per concurrent client
 # (default 50); BIG_RUNS runs of each 64 MB command (default 10).
 # The npm peers are pinned in bench/npm (package.json + package-lock.json); tools/setup.sh
-# installs them into bench/npm/node_modules. srt also needs ripgrep and socat on PATH.
+# --bench installs them into bench/npm/node_modules. srt also needs ripgrep and socat on PATH.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -149,7 +149,7 @@ codex_native=""
 # codex refuses to put its helper links under a temporary dir, so its home is beside the packages.
 export CODEX_HOME="$npm_dir/node_modules/.codex-home"
 if [ ! -x "$codex_bin" ]; then
-  skip codex "no $codex_bin (tools/setup.sh runs npm ci in bench/npm)"
+  skip codex "no $codex_bin (run tools/setup.sh --bench)"
   codex_bin=""
 else
   mkdir -p "$CODEX_HOME"
@@ -176,7 +176,7 @@ cat >"$srt_settings" <<'JSON'
  "filesystem": {"denyRead": [], "allowRead": [], "allowWrite": [], "denyWrite": []}}
 JSON
 if [ ! -x "$srt_bin" ]; then
-  skip srt "no $srt_bin (tools/setup.sh runs npm ci in bench/npm)"
+  skip srt "no $srt_bin (run tools/setup.sh --bench)"
   srt_bin=""
 else
   echo "srt: $("$srt_bin" --version 2>&1 | head -n1) on node $(node --version 2>&1)"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs exactly the Debian packages corral needs to build and test, and nothing
-# that is already there. Idempotent: a second run installs nothing and prints one line.
+# that is already there. Idempotent: a second run installs nothing. --bench adds the npm peers
+# of bench/peers.sh.
 set -euo pipefail
 
 packages=(
@@ -46,17 +47,19 @@ else
 fi
 
 # Test-only npm packages, pinned by tests/npm/package.json and its committed lockfile, go into
-# tests/npm/node_modules (ignored by git); likewise bench/npm, the sandboxing peers that
-# bench/peers.sh times corral against (about 430 MB, so not in CI, which runs no benchmark).
-# `npm ci` installs exactly the lockfile; it runs only when the lockfile changed since the last
-# install.
-for npm_sub in tests/npm bench/npm; do
+# tests/npm/node_modules (ignored by git); with --bench also bench/npm, the sandboxing peers
+# that bench/peers.sh times corral against (about 430 MB, which no test needs: tools/test.sh and
+# CI run setup.sh without it). `npm ci` installs exactly the lockfile; it runs only when the
+# lockfile changed since the last install.
+npm_subs=(tests/npm)
+if [ "${1:-}" = --bench ]; then
+  npm_subs+=(bench/npm)
+else
+  echo "setup: bench/npm (bench/peers.sh's peers) not installed: run tools/setup.sh --bench for it"
+fi
+for npm_sub in "${npm_subs[@]}"; do
   npm_dir="$(cd "$(dirname "$0")/.." && pwd)/$npm_sub"
   [ -f "$npm_dir/package-lock.json" ] || continue
-  if [ "$npm_sub" = bench/npm ] && [ "${CI:-}" = true ]; then
-    echo "setup: bench/npm skipped in CI (bench/peers.sh only)"
-    continue
-  fi
   stamp="$npm_dir/node_modules/.corral-lock"
   if ! cmp -s "$npm_dir/package-lock.json" "$stamp" 2>/dev/null; then
     echo "setup: npm ci in $npm_sub"
