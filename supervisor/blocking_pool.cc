@@ -1,15 +1,22 @@
 #include "supervisor/blocking_pool.h"
 
 #include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 namespace corral::supervisor {
 
-BlockingPool::BlockingPool(unsigned threads) {
+BlockingPool::BlockingPool(unsigned threads, int nice) {
   // The loop thread takes SIGTERM and SIGINT (asio::signal_set); these threads take none.
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
-  for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+  for (unsigned i = 0; i < threads; ++i)
+    threads_.emplace_back([this, nice] {
+      // Linux: a thread's niceness is its own (setpriority on its tid). Best effort.
+      if (nice > 0) (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), nice);
+      run();
+    });
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 

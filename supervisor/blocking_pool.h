@@ -16,7 +16,9 @@ namespace corral::supervisor {
 
 class BlockingPool {
  public:
-  explicit BlockingPool(unsigned threads);
+  // `nice` > 0: the threads run at that niceness (background work that must not take a CPU
+  // from a launch, e.g. making spare network namespaces, about a millisecond of kernel time).
+  explicit BlockingPool(unsigned threads, int nice = 0);
   BlockingPool(const BlockingPool&) = delete;
   BlockingPool& operator=(const BlockingPool&) = delete;
   // Waits for the jobs that are running; those not started are dropped (what they hold is

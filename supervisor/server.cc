@@ -405,7 +405,8 @@ Status serve(const ServerOptions& options_in) {
   ctx.blocking = std::make_unique<BlockingPool>(2);
   // Both cores launch: a launch is mostly waiting for its child's setup.
   ctx.launcher = std::make_unique<BlockingPool>(std::max(2u, std::thread::hardware_concurrency()));
-  ctx.teardown = std::make_unique<BlockingPool>(1);
+  // Background work (teardowns, spare namespaces) yields the CPU to launches.
+  ctx.teardown = std::make_unique<BlockingPool>(1, 10);
   options.hidden_paths.push_back(dir);
   ctx.options = options;
   HostOptions host_options;

@@ -4,11 +4,13 @@
 // drives itself.
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <asio/io_context.hpp>
 #include <chrono>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -280,4 +282,20 @@ TEST_CASE("WorkerRequests: no worker, no channel; a cancel of something else is 
   CHECK(s.error_code(2) == proto::ErrorCode::channel_closed);
   CHECK_FALSE(s.workers.on_cancel(3));
   CHECK_FALSE(s.workers.holds_reading());
+}
+
+TEST_CASE("BlockingPool: a background pool's threads run niced, the others not") {
+  auto niceness_in = [](BlockingPool& pool) {
+    std::promise<int> seen;
+    pool.submit([&seen] {
+      errno = 0;
+      seen.set_value(::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid())));
+    });
+    return seen.get_future().get();
+  };
+  const int own = ::getpriority(PRIO_PROCESS, 0);
+  BlockingPool background(1, 10);
+  BlockingPool launcher(1);
+  if (own <= 10) CHECK(niceness_in(background) == 10);  // setpriority sets, it does not add
+  CHECK(niceness_in(launcher) == own);
 }
