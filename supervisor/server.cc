@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -35,6 +36,9 @@
 namespace corral::supervisor {
 
 namespace {
+
+// The event loop's niceness (a root supervisor's; others keep 0).
+constexpr int kLoopNice = -5;
 
 using asio::local::stream_protocol;
 constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
@@ -444,6 +448,11 @@ Status serve(const ServerOptions& options_in) {
   spdlog::info("corral supervisor pid {} serving {} (max frame {}, max connections {} ({} per uid), max in flight {})",
                ::getpid(), options.socket_path, format_size(options.max_frame), options.max_connections,
                std::min(options.max_connections_per_uid, options.max_connections), options.max_in_flight);
+  // The event loop answers every client; on a busy host (two cores, eight clients launching)
+  // it waited behind launches and commands for a CPU. Its own thread only, and best effort
+  // (needs CAP_SYS_NICE): the pools and the sandboxes they clone keep the default niceness.
+  if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kLoopNice) < 0)
+    spdlog::debug("event loop stays at the default priority: {}", std::strerror(errno));
   io.run();
   ::unlink(options.socket_path.c_str());
   ::unlink((options.socket_path + ".lock").c_str());

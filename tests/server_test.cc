@@ -148,6 +148,39 @@ TEST_CASE("a reply is reserved when its request is admitted: evaluations whose r
   }
 }
 
+TEST_CASE("a root supervisor's event loop runs at a higher priority than its pools and sandboxes") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: raising a thread's priority needs CAP_SYS_NICE (this test runs as uid " << ::geteuid() << ")");
+    return;
+  }
+  Server s;
+  auto c = must(proto::Client::connect(s.socket()));
+  proto::ExecArgs a;
+  const std::string marker = "corral-nice-test-" + std::to_string(::getpid());
+  a.argv = {kHelper, "sleep", "30", marker};
+  REQUIRE(c->send(proto::make_exec(1, a)));
+  REQUIRE(wait_until([&] { return !processes_with(marker).empty(); }, 10s));
+  // Field 19 of /proc/PID/task/TID/stat is the nice value; the loop is the main thread.
+  auto nice_of = [](const std::string& stat_path) {
+    std::string stat = read_file(stat_path);
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string f;
+    for (int i = 3; i <= 19; ++i) fields >> f;
+    return std::stoi(f);
+  };
+  const std::string task = "/proc/" + std::to_string(s.pid()) + "/task/";
+  CHECK(nice_of(task + std::to_string(s.pid()) + "/stat") == -5);
+  int other_threads = 0;
+  for (const auto& t : std::filesystem::directory_iterator(task)) {
+    if (t.path().filename() == std::to_string(s.pid())) continue;
+    ++other_threads;
+    CHECK(nice_of(t.path().string() + "/stat") >= 0);  // pools: 0, the teardown pool 10
+  }
+  CHECK(other_threads > 0);
+  for (pid_t sandboxed : processes_with(marker)) CHECK(nice_of("/proc/" + std::to_string(sandboxed) + "/stat") == 0);
+  REQUIRE(c->send(proto::make_cancel(1, true)));
+}
+
 TEST_CASE("a connection that never says hello is closed at the hello deadline") {
   Server s({"--hello-timeout", "500ms"});
   auto silent = must(proto::Client::connect_raw(s.socket()));
