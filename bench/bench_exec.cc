@@ -205,17 +205,7 @@ class PreparedFloor {
   ~PreparedFloor() {
     if (request_ >= 0) ::close(request_);
     if (pid_ > 0) {
-      int status = 0;
-      const auto deadline = Clock::now() + std::chrono::seconds(5);
-      while (::waitpid(pid_, &status, WNOHANG) == 0) {
-        if (Clock::now() > deadline) {
-          std::cerr << "bench: the prepared floor did not end at end of input within 5 s; killing it\n";
-          ::kill(pid_, SIGKILL);
-          ::waitpid(pid_, &status, 0);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
+      const int status = reap_within_5s(pid_, "the prepared floor did not end at end of input within 5 s");
       if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         std::cerr << "bench: the prepared floor ended with " << describe_status(status) << ": " << log_text() << "\n";
     }

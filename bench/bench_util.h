@@ -44,6 +44,23 @@ inline std::string describe_status(int status) {
 }
 
 // A `corral serve` child on a private socket, with one connected client.
+// Reaps `pid`, waiting up to 5 s for it to end on its own (after what the caller asked of it),
+// then SIGKILL; `late` is printed if it had to be killed. The wait status.
+inline int reap_within_5s(pid_t pid, const char* late) {
+  int status = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (Clock::now() > deadline) {
+      std::cerr << "bench: " << late << "; killing it\n";
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return status;
+}
+
 class Supervisor {
  public:
   static std::unique_ptr<Supervisor> start(std::string& error, const char* client_name) {
@@ -102,17 +119,7 @@ class Supervisor {
     client_.reset();
     if (pid_ > 0) {
       ::kill(pid_, SIGTERM);
-      int status = 0;
-      const auto deadline = Clock::now() + std::chrono::seconds(5);
-      while (::waitpid(pid_, &status, WNOHANG) == 0) {
-        if (Clock::now() > deadline) {
-          std::cerr << "bench: corral serve ignored SIGTERM for 5 s; killing it\n";
-          ::kill(pid_, SIGKILL);
-          ::waitpid(pid_, &status, 0);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
+      const int status = reap_within_5s(pid_, "corral serve ignored SIGTERM for 5 s");
       if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         std::cerr << "bench: corral serve ended with " << describe_status(status) << "; its log:\n" << log_text();
     }

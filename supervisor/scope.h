@@ -12,10 +12,10 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
