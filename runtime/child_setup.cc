@@ -38,58 +38,63 @@ namespace {
 
 }  // namespace
 
-int child_main(void* arg) {
-  const ChildPlan& plan = *static_cast<const ChildPlan*>(arg);
-
-  // Handlers belong to the parent's code; ignored signals would survive exec (SIGPIPE!).
+void reset_signals_in_child() {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sig == SIGKILL || sig == SIGSTOP) continue;
     ::sigaction(sig, &dfl, nullptr);  // EINVAL for the reserved RT signals: harmless
   }
+}
+
+int place_fds_in_child(const FdMove* fds, std::size_t count, int first_closed_fd) {
+  int lifted[16];
+  if (count > 16) return EMFILE;
+  for (std::size_t i = 0; i < count; ++i) {
+    lifted[i] = ::fcntl(fds[i].source, F_DUPFD_CLOEXEC, first_closed_fd);
+    if (lifted[i] < 0) return errno;
+  }
+  for (std::size_t i = 0; i < count; ++i)
+    if (::dup2(lifted[i], fds[i].target) < 0) return errno;
+  // Everything else, the lifted copies and the error pipe included, closes at exec (5.11+).
+  if (::syscall(SYS_close_range, first_closed_fd, ~0U, CLOSE_RANGE_CLOEXEC) < 0) return errno;
+  return 0;
+}
+
+int exec_in_child(const char* const* paths, std::size_t count, char* const* argv, char* const* envp) {
+  int err = ENOENT;
+  bool saw_eacces = false;
+  for (std::size_t i = 0; i < count; ++i) {
+    ::execve(paths[i], argv, envp);
+    err = errno;
+    if (err == EACCES) {
+      saw_eacces = true;
+      continue;
+    }
+    if (err == ENOENT || err == ENOTDIR || err == ESTALE || err == ENODEV || err == ETIMEDOUT) continue;
+    break;
+  }
+  if ((err == ENOENT || err == ENOTDIR) && saw_eacces) err = EACCES;
+  return err;
+}
+
+int child_main(void* arg) {
+  const ChildPlan& plan = *static_cast<const ChildPlan*>(arg);
+
+  reset_signals_in_child();
 
   // Own session and process group: the engine signals the whole group.
   if (::setsid() < 0) fail(plan, Step::setsid, errno);
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) fail(plan, Step::deathsig, errno);
   if (::getppid() != plan.parent_pid) fail(plan, Step::deathsig, ESRCH);
 
-  // Two phases so that a source fd that equals another mapping's target is never clobbered:
-  // first lift every source above all targets, then place them.
-  int lifted[16];
-  if (plan.fd_count > 16) fail(plan, Step::fds, EMFILE);
-  for (std::size_t i = 0; i < plan.fd_count; ++i) {
-    lifted[i] = ::fcntl(plan.fds[i].source, F_DUPFD_CLOEXEC, plan.first_closed_fd);
-    if (lifted[i] < 0) fail(plan, Step::fds, errno);
-  }
-  for (std::size_t i = 0; i < plan.fd_count; ++i) {
-    if (::dup2(lifted[i], plan.fds[i].target) < 0) fail(plan, Step::fds, errno);
-  }
-  // Everything else, the lifted copies and the error pipe included, closes at exec (5.11+).
-  if (::syscall(SYS_close_range, plan.first_closed_fd, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-    fail(plan, Step::fds, errno);
+  if (int err = place_fds_in_child(plan.fds, plan.fd_count, plan.first_closed_fd)) fail(plan, Step::fds, err);
 
   if (plan.cwd != nullptr && ::chdir(plan.cwd) < 0) fail(plan, Step::chdir, errno);
 
   ::sigprocmask(SIG_SETMASK, &plan.child_sigmask, nullptr);
 
-  // execvpe's rules: remember EACCES and keep searching; stop at errors that are not about
-  // the path's absence.
-  int err = ENOENT;
-  bool saw_eacces = false;
-  for (std::size_t i = 0; i < plan.exec_path_count; ++i) {
-    ::execve(plan.exec_paths[i], plan.argv, plan.envp);
-    err = errno;
-    if (err == EACCES) {
-      saw_eacces = true;
-      continue;
-    }
-    if (err == ENOENT || err == ENOTDIR || err == ESTALE || err == ENODEV || err == ETIMEDOUT)
-      continue;
-    break;
-  }
-  if ((err == ENOENT || err == ENOTDIR) && saw_eacces) err = EACCES;
-  fail(plan, Step::exec, err);
+  fail(plan, Step::exec, exec_in_child(plan.exec_paths, plan.exec_path_count, plan.argv, plan.envp));
 }
 
 }  // namespace corral::child

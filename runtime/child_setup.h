@@ -41,4 +41,21 @@ struct ChildPlan {
 // The function clone() runs. Never returns on success (exec); returns nothing useful.
 int child_main(void* plan);
 
+// The steps the bare child (child_main) and the sandbox's init and command
+// (runtime/sandbox_child.cc) share. Each runs in the child, allocates nothing, and returns 0 or
+// an errno for its caller to report under its own step.
+
+// Every handler back to SIG_DFL: handlers belong to the parent's code, and ignored signals
+// would survive exec (SIGPIPE!).
+void reset_signals_in_child();
+// Places `fds` (at most 16) at their targets in two phases, so that a source that equals
+// another mapping's target is never clobbered: every source is first lifted to or above
+// `first_closed_fd`, then placed. Every fd from `first_closed_fd` up (the lifted copies
+// included) becomes close-on-exec.
+int place_fds_in_child(const FdMove* fds, std::size_t count, int first_closed_fd);
+// execve of each path in turn with execvpe's rules: an EACCES is remembered and the search
+// goes on; an error other than the path's absence stops it. Returns only on failure, with the
+// errno to report.
+int exec_in_child(const char* const* paths, std::size_t count, char* const* argv, char* const* envp);
+
 }  // namespace corral::child

@@ -574,25 +574,13 @@ int receive_listener(int sock) {
     ::close(plan.release_fd);
   }
   ::sigprocmask(SIG_SETMASK, &plan.exec.child_sigmask, nullptr);
-  int err = ENOENT;
-  bool saw_eacces = false;
+  int err;
   if (plan.exec_fd >= 0) {
     ::syscall(SYS_execveat, plan.exec_fd, "", plan.exec.argv, plan.exec.envp, AT_EMPTY_PATH);
-    child::ChildError e{static_cast<child::Step>(Step::exec), errno};
-    [[maybe_unused]] auto n = ::write(plan.exec.error_fd, &e, sizeof e);
-    ::_exit(127);
-  }
-  for (std::size_t i = 0; i < plan.exec.exec_path_count; ++i) {
-    ::execve(plan.exec.exec_paths[i], plan.exec.argv, plan.exec.envp);
     err = errno;
-    if (err == EACCES) {
-      saw_eacces = true;
-      continue;
-    }
-    if (err == ENOENT || err == ENOTDIR || err == ESTALE || err == ENODEV || err == ETIMEDOUT) continue;
-    break;
+  } else {
+    err = child::exec_in_child(plan.exec.exec_paths, plan.exec.exec_path_count, plan.exec.argv, plan.exec.envp);
   }
-  if ((err == ENOENT || err == ENOTDIR) && saw_eacces) err = EACCES;
   child::ChildError e{static_cast<child::Step>(Step::exec), err};
   [[maybe_unused]] auto n = ::write(plan.exec.error_fd, &e, sizeof e);
   ::_exit(127);
@@ -678,12 +666,7 @@ void close_all_except(int* keep, std::size_t n) {
 int init_main(void* arg) {
   SandboxPlan& plan = *static_cast<SandboxPlan*>(arg);
 
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig == SIGKILL || sig == SIGSTOP) continue;
-    ::sigaction(sig, &dfl, nullptr);
-  }
+  child::reset_signals_in_child();
   sigset_t all;
   sigfillset(&all);
   ::sigprocmask(SIG_SETMASK, &all, nullptr);  // init takes signals from a signalfd only
@@ -749,15 +732,8 @@ int init_main(void* arg) {
   if (plan.new_mount) build_mount_view(plan, sources);
 
   // Place stdin/stdout/stderr (the same two-phase move as the bare path).
-  int lifted[16];
-  if (plan.exec.fd_count > 16) fail(plan, Step::fork, EMFILE);
-  for (std::size_t i = 0; i < plan.exec.fd_count; ++i) {
-    lifted[i] = ::fcntl(plan.exec.fds[i].source, F_DUPFD_CLOEXEC, plan.exec.first_closed_fd);
-    if (lifted[i] < 0) fail(plan, Step::fork, errno);
-  }
-  for (std::size_t i = 0; i < plan.exec.fd_count; ++i)
-    if (::dup2(lifted[i], plan.exec.fds[i].target) < 0) fail(plan, Step::fork, errno);
-  if (::syscall(SYS_close_range, plan.exec.first_closed_fd, ~0U, CLOSE_RANGE_CLOEXEC) < 0) fail(plan, Step::fork, errno);
+  if (int err = child::place_fds_in_child(plan.exec.fds, plan.exec.fd_count, plan.exec.first_closed_fd))
+    fail(plan, Step::fork, err);
 
   struct rlimit rl {};
   if (plan.limit_core && ::setrlimit(RLIMIT_CORE, &rl) < 0) fail(plan, Step::rlimits, errno);
