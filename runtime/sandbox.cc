@@ -764,31 +764,55 @@ StatusOr<std::vector<GuardSpec>> plan_guards(const std::vector<BindSpec>& binds,
 
 }  // namespace
 
-StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy& policy, const std::string& temp_dir,
-                                            const std::string& name, bool hold, int netns_fd) const {
-  if (spec.argv.empty() || spec.argv[0].empty()) return Status::invalid("empty argv");
-  if (Status st = check(policy); !st.ok()) return st;
-  if (!impl_->death_read)
-    return Status::error("death-pipe", EBADF, "no death pipe: a sandbox could outlive the supervisor; refusing");
-  const bool full = policy.mode == Mode::danger_full_access;
-  SandboxLaunch out;
 
-  // --- everything the child reads, built here ---
-  std::vector<std::string> candidates = exec_candidates(spec.argv[0], spec.env);
+// What a launch builds before the clone, and keeps until the child has its copies: the plan
+// (runtime/sandbox_plan.h) and everything the plan points into. Built in steps, one concern
+// each: plan_exec, plan_view, plan_confinement, plan_cgroup.
+struct SandboxHost::LaunchParts {
+  LaunchParts() { std::memset(&plan, 0, sizeof plan); }
+  SandboxPlan plan;
+  // plan_exec: the program and its arguments, environment and descriptors.
+  std::vector<std::string> candidates, argv_store, env_store;
   std::vector<const char*> exec_paths;
-  for (const auto& c : candidates) exec_paths.push_back(c.c_str());
-  std::vector<std::string> argv_store = spec.argv, env_store = spec.env;
   std::vector<char*> argv, envp;
-  for (auto& a : argv_store) argv.push_back(a.data());
+  // plan_view: the mount view.
+  UniqueFd root_tree;             // the host's tree, cloned for the view (a tmpfs temp root)
+  Policy resolved_copy;           // a policy that came unresolved (the engine's own tests)
+  HostPath temp;                  // the scope's temp dir
+  bool temp_is_tmpfs = false;     // ... bounded (layer temp-size)
+  std::vector<BindSpec> binds;    // the temp dir, workspaces, --bind, --allow-socket
+  std::vector<UniqueFd> cloned_trees;  // root: each bind source, cloned here from its descriptor
+  std::vector<std::size_t> idmap_binds;  // binds whose idmapped tree is made after the clone
+  bool idmapped_other = false;    // a writable root of another owner shown through an idmap
+  std::vector<std::string> mask_paths;
+  std::vector<GuardSpec> guards;
+  // plan_confinement: rlimits, Landlock, seccomp, the connect broker.
+  UniqueFd landlock;
+  bool broker = false;
+  // plan_cgroup: whole-tree accounting and caps.
+  CgroupLimits limits;
+  std::vector<UniqueFd> join_fds;  // init moves itself into the v1 groups (Cgroup::open_self_join)
+  bool join_optional = true;       // the default bound alone: best effort
+};
+
+namespace {
+
+// The program as the child will exec it: the PATH candidates for argv[0], argv, envp, the
+// working directory and where each descriptor goes.
+void plan_exec(const SpawnSpec& spec, SandboxHost::LaunchParts& parts) {
+  parts.candidates = exec_candidates(spec.argv[0], spec.env);
+  for (const auto& c : parts.candidates) parts.exec_paths.push_back(c.c_str());
+  parts.argv_store = spec.argv;
+  parts.env_store = spec.env;
+  auto &argv = parts.argv, &envp = parts.envp;
+  for (auto& a : parts.argv_store) argv.push_back(a.data());
   argv.push_back(nullptr);
-  for (auto& e : env_store) envp.push_back(e.data());
+  for (auto& e : parts.env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
 
-  auto plan = std::make_unique<SandboxPlan>();
-  SandboxPlan& p = *plan;
-  std::memset(&p, 0, sizeof p);
-  p.exec.exec_paths = exec_paths.data();
-  p.exec.exec_path_count = exec_paths.size();
+  SandboxPlan& p = parts.plan;
+  p.exec.exec_paths = parts.exec_paths.data();
+  p.exec.exec_path_count = parts.exec_paths.size();
   p.exec.argv = argv.data();
   p.exec.envp = envp.data();
   p.exec.cwd = spec.cwd.empty() ? nullptr : spec.cwd.c_str();
@@ -798,61 +822,55 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   for (const auto& m : spec.fds) max_target = std::max(max_target, m.target);
   p.exec.first_closed_fd = max_target + 1;
   sigemptyset(&p.exec.child_sigmask);
-  p.inside_uid = root_ ? 0 : ::geteuid();
-  p.inside_gid = root_ ? 0 : ::getegid();
-  p.drop_groups = root_ || impl_->subgid.has_value();
-  const bool join_net = policy.network == Network::denied && netns_fd >= 0 && root_ && impl_->host_netns;
-  p.new_net = policy.network == Network::denied && !join_net;
-  p.new_mount = true;
-  p.full_access = full;
-  p.exec_fd = spec.exec_fd;
-  p.landlock_fd = -1;
-  p.release_fd = -1;
-  p.death_fd = impl_->death_read.get();
-  p.root_tree = -1;
+}
+
+}  // namespace
+
+// The mount view: the root tree, every host path by its resolved descriptor, the binds (and
+// their cloned trees), /dev and /run, the masks and the guards of --protect and --deny-read.
+Status SandboxHost::plan_view(const Policy& policy, const std::string& temp_dir, LaunchParts& parts) const {
+  const bool full = policy.mode == Mode::danger_full_access;
+  SandboxPlan& p = parts.plan;
   // The view's root: a copy of the host's tree without the unbindable temp root (and so
   // without any scope's tmpfs), cloned here where no mount is locked (see create()).
-  UniqueFd root_tree;
   if (impl_->temp_tmpfs) {
-    root_tree.reset(::open_tree(AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
-    if (!root_tree) return Status::from_errno("mount-source", errno, "cloning the host's tree for the view");
+    parts.root_tree.reset(::open_tree(AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+    if (!parts.root_tree) return Status::from_errno("mount-source", errno, "cloning the host's tree for the view");
     struct mount_attr priv {};
     priv.propagation = MS_PRIVATE;
-    if (::mount_setattr(root_tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &priv, sizeof priv) < 0)
+    if (::mount_setattr(parts.root_tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &priv, sizeof priv) < 0)
       return Status::from_errno("mount-source", errno, "making the view's root tree private");
-    p.root_tree = root_tree.get();
+    p.root_tree = parts.root_tree.get();
   }
 
   // Every host path as the descriptor normalize() resolved (a Policy built by hand, as the
   // engine's own tests do, is resolved here with the supervisor's credentials).
-  Policy resolved_copy;
   const Policy* pol = &policy;
   if (!policy.resolved) {
-    resolved_copy = policy;
-    if (Status st = normalize(resolved_copy); !st.ok()) return st;
-    pol = &resolved_copy;
+    parts.resolved_copy = policy;
+    if (Status st = normalize(parts.resolved_copy); !st.ok()) return st;
+    pol = &parts.resolved_copy;
   }
   const ResolvedPaths& rp = *pol->resolved;
   if (rp.workspaces.size() != pol->workspaces.size() || rp.bind_sources.size() != pol->binds.size() ||
       rp.protect.size() != pol->protect.size() || rp.deny_read.size() != pol->deny_read.size())
     return Status::invalid("policy paths changed after they were resolved");
-  HostPath temp;
+  HostPath& temp = parts.temp;
   {
     auto t = resolve_host_path(temp_dir, "the scope's temp dir");
     if (!t.ok()) return t.status();
     temp = std::move(*t);
   }
   // The temp dir is bounded when it is a tmpfs mount of its own (adopt_temp_dir()).
-  bool temp_is_tmpfs = false;
   {
     struct statfs fs {};
     struct stat up {};
-    temp_is_tmpfs = ::fstatfs(temp.get(), &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
+    parts.temp_is_tmpfs = ::fstatfs(temp.get(), &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
                     ::fstatat(temp.get(), "..", &up, 0) == 0 && up.st_dev != temp.st.st_dev;
   }
 
   // Binds, in order: the temp dir as /tmp, workspace roots, then --bind.
-  std::vector<BindSpec> binds;
+  std::vector<BindSpec>& binds = parts.binds;
   binds.push_back({temp, "/tmp", true});
   // /var/tmp is private like /tmp: the same scope temp dir.
   struct stat var_tmp {};
@@ -870,10 +888,6 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
       binds.push_back({std::move(*sock), a.path, false});
     }
   if (binds.size() > sandbox::kMaxBinds) return Status::invalid("too many binds and workspaces (max 63)");
-  std::vector<UniqueFd> parent_trees;  // idmapped workspaces, made here and sent to the child
-  std::vector<UniqueFd> cloned_trees;  // root: every other source, cloned here from its descriptor
-  std::vector<std::size_t> idmap_binds;
-  bool idmapped_other = false;
   for (std::size_t i = 0; i < binds.size(); ++i) {
     const struct stat& st = binds[i].source.st;
     auto& b = p.binds[p.bind_count++];
@@ -887,8 +901,8 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     b.parent_slot = -1;
     // A root-owned writable root is shown owned by the sandbox uid through an idmapped mount.
     if (root_ && b.writable && st.st_uid == 0 && binds[i].source.path != temp.path && impl_->idmap) {
-      b.parent_slot = static_cast<int>(idmap_binds.size());
-      idmap_binds.push_back(i);
+      b.parent_slot = static_cast<int>(parts.idmap_binds.size());
+      parts.idmap_binds.push_back(i);
     } else if (root_) {
       // The child, in its own mount namespace, could not clone a tree of ours.
       UniqueFd tree(::open_tree(binds[i].source.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH));
@@ -908,13 +922,12 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
         struct mount_attr attr {};
         attr.attr_set = MOUNT_ATTR_IDMAP;
         attr.userns_fd = static_cast<std::uint64_t>(*ns);
-        if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) == 0) idmapped_other = true;
+        if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) == 0) parts.idmapped_other = true;
       }
       b.tree_fd = tree.get();
-      cloned_trees.push_back(std::move(tree));
+      parts.cloned_trees.push_back(std::move(tree));
     }
   }
-  std::vector<std::string> dev_nodes;
   if (!full) {
     for (const char* d : kDevNodes)
       if (::access(d, F_OK) == 0) p.dev_nodes[p.dev_node_count++] = d;
@@ -927,7 +940,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
       if (k.rfind("/run/", 0) == 0 && ::access(k.c_str(), F_OK) == 0) p.run_keep[p.run_keep_count++] = k.c_str();
     }
   }
-  std::vector<std::string> mask_paths;
+  std::vector<std::string>& mask_paths = parts.mask_paths;
   // A hidden path (the socket dir, the temp root) is masked where the view shows the host's
   // file at that path. Under the view's private dirs it is not there to hide, and a mask
   // would cover the private dir itself (a socket directly in /tmp would mask the scope's /tmp).
@@ -950,21 +963,28 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   }
   auto guards = plan_guards(binds, rp.protect, rp.deny_read, full);
   if (!guards.ok()) return guards.status();
-  if (guards->size() > sandbox::kMaxGuards)
+  parts.guards = std::move(guards).value();
+  if (parts.guards.size() > sandbox::kMaxGuards)
     return Status::invalid("too many --protect/--deny-read paths and ancestors to pin (max " +
                            std::to_string(sandbox::kMaxGuards) + ")");
-  for (const auto& g : *guards) p.guards[p.guard_count++] = {g.path.c_str(), g.dev, g.ino, g.kind, g.is_dir};
+  for (const auto& g : parts.guards) p.guards[p.guard_count++] = {g.path.c_str(), g.dev, g.ino, g.kind, g.is_dir};
+  return {};
+}
 
+// What confines the command itself: rlimits, its Landlock domain, its seccomp filter, and the
+// connect broker in init (with init's own Landlock domain).
+Status SandboxHost::plan_confinement(const Policy& policy, LaunchParts& parts, SandboxLaunch& out) const {
+  const bool full = policy.mode == Mode::danger_full_access;
+  SandboxPlan& p = parts.plan;
   p.limit_core = true;
   p.fsize_limit = policy.caps.max_file_size.value_or(0);
   p.nproc_limit = policy.caps.pids.value_or(options_.default_pids);
   if (policy.caps.cpu_time) p.cpu_limit_s = static_cast<std::uint64_t>((policy.caps.cpu_time->count() + 999) / 1000) + 1;
 
-  UniqueFd landlock;
   if (!full) {
     LandlockPolicy lp;
     lp.read_roots = {"/"};
-    for (const auto& b : binds)
+    for (const auto& b : parts.binds)
       if (b.writable) lp.write_root_fds.push_back(b.source.get());
     for (const char* d : kDevNodes) lp.write_files.push_back(d);
     // TCP is not Landlock's to refuse: with network denied the command's own network
@@ -973,14 +993,14 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     lp.deny_tcp = false;
     auto ruleset = build_landlock_ruleset(lp);
     if (!ruleset.ok()) return ruleset.status();
-    landlock = std::move(ruleset).value();
-    p.landlock_fd = landlock.get();
+    parts.landlock = std::move(ruleset).value();
+    p.landlock_fd = parts.landlock.get();
     out.enforced.push_back(layer_name(Layer::landlock));
   }
   const bool denied = policy.network == Network::denied;
   // check() refused the confining modes if the broker is missing; only the startup probe of
   // the mount view comes here without it.
-  const bool broker = !full && impl_->seccomp_denied_broker.has_value();
+  const bool broker = parts.broker = !full && impl_->seccomp_denied_broker.has_value();
   const SeccompProgram& filter = broker ? (denied ? *impl_->seccomp_denied_broker : *impl_->seccomp_allowed_broker)
                                  : denied ? *impl_->seccomp_denied
                                  : full   ? *impl_->seccomp_full
@@ -997,9 +1017,15 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     }
     p.init_landlock_fd = (denied ? impl_->init_landlock_denied : impl_->init_landlock_allowed).get();
   }
+  return {};
+}
 
+// The command's cgroup, where a cap or the default memory bound asks for one.
+Status SandboxHost::plan_cgroup(const Policy& policy, const std::string& name, LaunchParts& parts,
+                                SandboxLaunch& out) const {
+  SandboxPlan& p = parts.plan;
   // Whole-tree accounting and caps.
-  CgroupLimits limits;
+  CgroupLimits& limits = parts.limits;
   if (policy.caps.limits_memory()) limits.memory_bytes = policy.caps.memory_bytes;
   if (policy.caps.limits_pids()) limits.pids = policy.caps.pids;
   limits.cpus = policy.caps.cpus;
@@ -1010,7 +1036,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   // Only for caps: the PID namespace already ends the whole tree, and a cgroup per command
   // costs a mkdir and rmdir in every hierarchy. A cap asked for that cannot be set refuses the
   // launch; the default bound alone does not (the result's `enforced` then lacks it).
-  std::vector<UniqueFd> join_fds;  // init moves itself into the v1 groups (Cgroup::open_self_join)
+  std::vector<UniqueFd>& join_fds = parts.join_fds;
   if (policy.caps.any_cgroup() || default_memory) {
     auto group = impl_->cgroups->create_group(name, limits, policy.caps.any_cgroup());
     if (group.ok()) {
@@ -1027,9 +1053,43 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   p.cgroup_join_count = join_fds.size();
   // The default bound alone is best effort: a command it cannot hold runs unbounded, and its
   // result's `enforced` says so (checked once its setup is done, below).
-  const bool join_optional = !policy.caps.any_cgroup();
-  p.cgroup_join_optional = join_optional;
+  parts.join_optional = !policy.caps.any_cgroup();
+  p.cgroup_join_optional = parts.join_optional;
   for (std::size_t i = 0; i < join_fds.size(); ++i) p.cgroup_join_fds[i] = join_fds[i].get();
+  return {};
+}
+
+StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy& policy, const std::string& temp_dir,
+                                            const std::string& name, bool hold, int netns_fd) const {
+  if (spec.argv.empty() || spec.argv[0].empty()) return Status::invalid("empty argv");
+  if (Status st = check(policy); !st.ok()) return st;
+  if (!impl_->death_read)
+    return Status::error("death-pipe", EBADF, "no death pipe: a sandbox could outlive the supervisor; refusing");
+  const bool full = policy.mode == Mode::danger_full_access;
+  SandboxLaunch out;
+
+  // --- everything the child reads, built here ---
+  auto parts = std::make_unique<LaunchParts>();
+  plan_exec(spec, *parts);
+  SandboxPlan& p = parts->plan;
+  p.inside_uid = root_ ? 0 : ::geteuid();
+  p.inside_gid = root_ ? 0 : ::getegid();
+  p.drop_groups = root_ || impl_->subgid.has_value();
+  const bool join_net = policy.network == Network::denied && netns_fd >= 0 && root_ && impl_->host_netns;
+  p.new_net = policy.network == Network::denied && !join_net;
+  p.new_mount = true;
+  p.full_access = full;
+  p.exec_fd = spec.exec_fd;
+  p.landlock_fd = -1;
+  p.release_fd = -1;
+  p.death_fd = impl_->death_read.get();
+  p.root_tree = -1;
+  if (Status st = plan_view(policy, temp_dir, *parts); !st.ok()) return st;
+  if (Status st = plan_confinement(policy, *parts, out); !st.ok()) return st;
+  if (Status st = plan_cgroup(policy, name, *parts, out); !st.ok()) return st;
+  const std::vector<BindSpec>& binds = parts->binds;
+  const std::vector<std::size_t>& idmap_binds = parts->idmap_binds;
+  std::vector<UniqueFd> parent_trees;  // idmapped workspaces, made after the clone and sent to the child
 
   // --- pipes, clone ---
   int sv[2];
@@ -1081,7 +1141,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   ::munmap(stack, kInitStackBytes);  // the child has its own copy of the mapping
   if (pid < 0) return Status::from_errno("clone", clone_errno, "(user, mount, PID, IPC, UTS namespaces)");
   out.init = Process(pid, UniqueFd(pidfd));
-  cloned_trees.clear();  // the child holds its own copies
+  parts->cloned_trees.clear();  // the child holds its own copies
   sync_child.reset();
   err_write.reset();
   report_write.reset();
@@ -1103,7 +1163,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   }
   if (st.ok() && out.cgroup && !in_v2_group) {
     Status moved = out.cgroup->add_v2(pid);  // init joins the v1 groups itself
-    if (!join_optional) st = moved;
+    if (!parts->join_optional) st = moved;
   }
   if (st.ok() && !idmap_binds.empty()) {
     UniqueFd ns(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
@@ -1141,7 +1201,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   if (Status child = read_child_errors(err_read.get(), &spec, spec.argv[0], hold, &ready); !child.ok()) return child;
   // init has joined its groups by now, or (the default bound alone) failed to: then the group
   // holds nothing, and goes, so that `enforced` does not list it.
-  if (out.cgroup && join_optional && !out.cgroup->holds(pid)) out.cgroup.reset();
+  if (out.cgroup && parts->join_optional && !out.cgroup->holds(pid)) out.cgroup.reset();
   if (hold) {
     if (!ready) return Status::error("ready", EPIPE, "the prepared command vanished before it could be authorized");
     out.release_fd = std::move(release_write);
@@ -1156,12 +1216,12 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     out.enforced.push_back(layer_name(l));
   if (p.drop_groups) out.enforced.push_back(layer_name(Layer::groups_dropped));
   if (policy.network == Network::denied) out.enforced.push_back(layer_name(Layer::net_ns));
-  if (!idmap_binds.empty() || idmapped_other) out.enforced.push_back(layer_name(Layer::idmapped_mounts));
-  if (broker) out.enforced.push_back(layer_name(Layer::host_ipc));
-  if (temp_is_tmpfs) out.enforced.push_back(layer_name(Layer::temp_size));
+  if (!idmap_binds.empty() || parts->idmapped_other) out.enforced.push_back(layer_name(Layer::idmapped_mounts));
+  if (parts->broker) out.enforced.push_back(layer_name(Layer::host_ipc));
+  if (parts->temp_is_tmpfs) out.enforced.push_back(layer_name(Layer::temp_size));
   if (out.cgroup) {
-    if (limits.memory_bytes) out.enforced.push_back(layer_name(Layer::cgroup_memory));
-    if (limits.pids) out.enforced.push_back(layer_name(Layer::cgroup_pids));
+    if (parts->limits.memory_bytes) out.enforced.push_back(layer_name(Layer::cgroup_memory));
+    if (parts->limits.pids) out.enforced.push_back(layer_name(Layer::cgroup_pids));
     if (policy.caps.cpus) out.enforced.push_back(layer_name(Layer::cgroup_cpu));
     if (policy.caps.cpu_time) out.enforced.push_back(layer_name(Layer::cgroup_cpu_time));
     if (out.cgroup->kills_at_once()) out.enforced.push_back(layer_name(Layer::cgroup_kill));

@@ -125,8 +125,13 @@ class SandboxHost {
   void refill_network_namespaces(std::size_t count) const;
 
   struct Impl;
+  struct LaunchParts;  // what launch() builds before the clone (sandbox.cc)
 
  private:
+  // launch()'s steps before the clone, in order (plan_exec, a free function, comes first).
+  Status plan_view(const Policy& policy, const std::string& temp_dir, LaunchParts& parts) const;
+  Status plan_confinement(const Policy& policy, LaunchParts& parts, SandboxLaunch& out) const;
+  Status plan_cgroup(const Policy& policy, const std::string& name, LaunchParts& parts, SandboxLaunch& out) const;
   // Root: a user namespace mapping host uid/gid (a workspace's owner) to the sandbox uid/gid,
   // for idmapped mounts; made once per owner and kept (the fd is borrowed from the cache).
   StatusOr<int> owner_userns(uid_t uid, gid_t gid) const;
