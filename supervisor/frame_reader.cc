@@ -19,7 +19,10 @@ asio::awaitable<FrameRead> read_frame(asio::local::stream_protocol::socket& sock
   if (payload.capacity() > kKeptReadBuffer) payload = {};
   std::array<std::uint8_t, proto::kHeaderBytes> header;
   auto [ec, n] = co_await asio::async_read(socket, asio::buffer(header), use_tuple);
-  if (ec) co_return out;
+  if (ec) {
+    out.unread = ec == asio::error::connection_reset;
+    co_return out;
+  }
   out.length = proto::read_length(header.data());
   if (out.length > max_frame) {
     out.end = FrameRead::End::oversized;
@@ -27,7 +30,10 @@ asio::awaitable<FrameRead> read_frame(asio::local::stream_protocol::socket& sock
   }
   payload.resize(out.length);
   auto [ec2, n2] = co_await asio::async_read(socket, asio::buffer(payload), use_tuple);
-  if (ec2) co_return out;
+  if (ec2) {
+    out.unread = ec2 == asio::error::connection_reset;
+    co_return out;
+  }
   out.msg = proto::verify_payload(payload, max_frame, out.error);
   out.end = out.msg ? FrameRead::End::frame : FrameRead::End::malformed;
   co_return out;

@@ -21,6 +21,9 @@ struct FrameRead {
     malformed,  // the payload failed verification (`error`); the next frame may still be read
   };
   End end = End::closed;
+  // closed: the peer closed its end with frames of ours still unread in it (ECONNRESET on a
+  // Unix socket), so what we wrote last may never have reached the client.
+  bool unread = false;
   const proto::Message* msg = nullptr;
   std::uint32_t length = 0;
   proto::DecodeError error;

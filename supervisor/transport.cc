@@ -30,7 +30,16 @@ asio::awaitable<void> Transport::reader() {
       continue;
     }
     const FrameRead in = co_await read_frame(socket_, limits_.max_frame, payload);
-    if (in.end == FrameRead::End::closed) break;
+    if (in.end == FrameRead::End::closed) {
+      if (in.unread) {
+        peer_unread_ = true;
+        auto dropped = std::move(unconfirmed_);
+        unconfirmed_.clear();
+        for (auto& f : dropped) f();
+      }
+      break;
+    }
+    unconfirmed_.clear();  // the client is still there and talking: what it was sent reached it
     if (in.end == FrameRead::End::oversized) {
       // The stream cannot be resynchronised without reading the payload: refuse and close.
       close_after(proto::make_error(0, proto::ErrorCode::frame_too_large,
@@ -68,8 +77,11 @@ asio::awaitable<void> Transport::writer() {
       buffers.emplace_back(asio::buffer(batch.back()));
     }
     auto [ec, n] = co_await asio::async_write(socket_, buffers, use_tuple);
-    if (ec)
+    if (ec || peer_unread_) {
       for (auto& f : dropped) f();  // never reached the client
+    } else {
+      for (auto& f : dropped) unconfirmed_.push_back(std::move(f));
+    }
     if (closed_) break;
     queued_bytes_ -= bytes;
     update_pressure();

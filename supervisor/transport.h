@@ -57,8 +57,10 @@ class Transport {
   // Until close(), a write fails, or the last frame after close_after() is written.
   asio::awaitable<void> writer();
 
-  // Queues a frame. `on_dropped` runs if the transport closes before the frame was handed to
-  // the kernel (a background start whose id never left).
+  // Queues a frame. `on_dropped` runs if the frame never reached the client: the transport
+  // closed before it was handed to the kernel, or the client closed its end with it still
+  // unread (a background start whose id never arrived). A frame counts as read once the client
+  // sends anything after it was written.
   void queue(proto::Frame frame, std::function<void()> on_dropped = {});
   // Queues `last`, reads nothing more, and closes once it is written (or after the linger, for
   // a client that does not read).
@@ -97,6 +99,10 @@ class Transport {
     std::function<void()> on_dropped;
   };
   std::deque<Pending> queue_;
+  // on_dropped of frames written since the client last sent a frame: run if it then closes
+  // with data of ours unread (peer_unread_), forgotten when it sends again.
+  std::vector<std::function<void()>> unconfirmed_;
+  bool peer_unread_ = false;
   std::uint64_t queued_bytes_ = 0;
   std::map<std::uint64_t, std::uint64_t> reserved_;  // by request id
   std::uint64_t reserved_bytes_ = 0;

@@ -189,6 +189,38 @@ TEST_CASE("a background start whose id never reaches its client is terminated") 
   CHECK(wait_until([&] { return processes_with(marker).empty(); }, 10s));
 }
 
+TEST_CASE("a background start whose reply the client left unread is terminated; a read one is not") {
+  Server s;
+  const std::string marker = "corral-unread-" + std::to_string(::getpid());
+  proto::ExecArgs a;
+  a.argv = {kHelper, "sleep", "300", marker};
+  a.background = true;
+  {
+    auto c = must(proto::Client::connect(s.socket()));
+    REQUIRE(c->send(proto::make_exec(1, a)));
+    pollfd ready{c->fd(), POLLIN, 0};
+    REQUIRE(::poll(&ready, 1, 10000) == 1);  // the reply is written, and left unread
+    REQUIRE(wait_until([&] { return processes_with(marker).size() == 1; }, 10s));
+  }
+  CHECK(wait_until([&] { return processes_with(marker).empty(); }, 10s));
+
+  // The same start, its reply read before the client goes: the command stays.
+  const std::string kept = marker + "-read";
+  a.argv = {kHelper, "sleep", "300", kept};
+  std::string id;
+  {
+    auto c = must(proto::Client::connect(s.socket()));
+    auto reply = must(c->call(1, proto::make_exec(1, a)));
+    REQUIRE(reply.msg->body_as_BackgroundStarted());
+    id = proto::str(reply.msg->body_as_BackgroundStarted()->id());
+  }
+  REQUIRE(wait_until([&] { return processes_with(kept).size() == 1; }, 10s));
+  std::this_thread::sleep_for(500ms);
+  CHECK(processes_with(kept).size() == 1);
+  CHECK(cli({"stop", "--force", id}, s.socket()).exit_code == 0);
+  CHECK(wait_until([&] { return processes_with(kept).empty(); }, 10s));
+}
+
 TEST_CASE("a scope holds at most 256 background commands; the limit is checked before launch") {
   Server s;
   const std::string id = last_line(cli({"scope", "create"}, s.socket()).out);
