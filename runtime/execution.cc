@@ -400,7 +400,8 @@ struct Execution::State : std::enable_shared_from_this<State> {
       process = std::move(proc).value();
       return launched(*l);
     }
-    // The launch reads only what nothing changes meanwhile (the spec, the host); its outcome
+    // The launch reads only what nothing changes meanwhile (the spec, the host), and writes
+    // only what the loop does not read before the outcome (before_launch: temp_dir, netns_fd); its outcome
     // comes back here, on the io_context's thread, where a cancel may have come first.
     auto self = shared_from_this();
     // The io_context has work while the launch runs elsewhere (its run() must not return).

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <linux/magic.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -1201,7 +1202,12 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   if (Status child = read_child_errors(err_read.get(), &spec, spec.argv[0], hold, &ready); !child.ok()) return child;
   // init has joined its groups by now, or (the default bound alone) failed to: then the group
   // holds nothing, and goes, so that `enforced` does not list it.
-  if (out.cgroup && parts->join_optional && !out.cgroup->holds(pid)) out.cgroup.reset();
+  // A group's member list no longer names an init that has exited already (a quick command on
+  // a busy host): not holding it proves a failed join only while init is alive, checked after.
+  if (out.cgroup && parts->join_optional && !out.cgroup->holds(pid)) {
+    pollfd exited{out.init.pidfd(), POLLIN, 0};
+    if (::poll(&exited, 1, 0) == 0) out.cgroup.reset();
+  }
   if (hold) {
     if (!ready) return Status::error("ready", EPIPE, "the prepared command vanished before it could be authorized");
     out.release_fd = std::move(release_write);

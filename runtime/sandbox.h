@@ -105,7 +105,7 @@ class SandboxHost {
   // Launches spec.argv under `policy`. `temp_dir` (host path) is the command's /tmp;
   // spec.cwd and spec.env are as the command sees them. On success the command has exec'd.
   // `name` names the cgroup. Failures before exec come back as a Status naming the step.
-  // `netns_fd` (network denied only): a network namespace from make_network_namespace() to
+  // `netns_fd` (network denied only): a network namespace from take_network_namespace() to
   // run in instead of a fresh one.
   StatusOr<SandboxLaunch> launch(const SpawnSpec& spec, const Policy& policy, const std::string& temp_dir,
                                  const std::string& name, bool hold = false, int netns_fd = -1) const;

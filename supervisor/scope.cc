@@ -41,29 +41,38 @@ std::string Scope::temp_dir_if_any() const {
   return dir_;
 }
 
+// Both are made outside the lock (a mount, a namespace: the loop may be waiting for the lock
+// to read them) and installed under it; a thread that lost the race undoes its own.
 StatusOr<std::string> Scope::temp_dir() {
-  std::lock_guard<std::mutex> lock(resources_mutex_);
-  if (!dir_.empty()) return dir_;
-  if (closed_) return Status::error("scope", ENOENT, "scope " + id_ + " is closed");
-  std::string tmpl = temp_root_ + "/corral-scope-XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) return Status::from_errno("mkdtemp", errno, tmpl);
-  dir_ = tmpl;  // mkdtemp creates it 0700
-  if (host_) {
-    if (Status st = host_->adopt_temp_dir(dir_); !st.ok()) return st;
+  {
+    std::lock_guard<std::mutex> lock(resources_mutex_);
+    if (!dir_.empty()) return dir_;
   }
+  if (closed_) return Status::error("scope", ENOENT, "scope " + id_ + " is closed");
+  std::string made = temp_root_ + "/corral-scope-XXXXXX";
+  if (::mkdtemp(made.data()) == nullptr) return Status::from_errno("mkdtemp", errno, made);  // 0700
+  Status adopted = host_ ? host_->adopt_temp_dir(made) : Status{};
+  std::lock_guard<std::mutex> lock(resources_mutex_);
+  if (!adopted.ok() || !dir_.empty()) {
+    // Not adopted (root-owned, no tmpfs: never handed out), or another thread was first.
+    release_temp_dir(made);
+    ::rmdir(made.c_str());
+    if (!adopted.ok()) return adopted;
+    return dir_;
+  }
+  dir_ = std::move(made);
   return dir_;
 }
 
 int Scope::network_namespace() {
-  std::lock_guard<std::mutex> lock(resources_mutex_);
-  if (netns_ == -2) {
-    netns_ = -1;
-    if (host_) {
-      auto ns = host_->take_network_namespace();
-      if (ns.ok()) netns_ = ns->release();
-      if (ns.ok() && offload) offload([host = host_] { host->refill_network_namespaces(kSpareNetworkNamespaces); });
-    }
+  {
+    std::lock_guard<std::mutex> lock(resources_mutex_);
+    if (netns_ != -2) return netns_;
   }
+  StatusOr<UniqueFd> ns = host_ ? host_->take_network_namespace() : StatusOr<UniqueFd>(Status::invalid("no host"));
+  if (ns.ok() && offload) offload([host = host_] { host->refill_network_namespaces(kSpareNetworkNamespaces); });
+  std::lock_guard<std::mutex> lock(resources_mutex_);
+  if (netns_ == -2) netns_ = ns.ok() ? ns->release() : -1;  // else another thread was first: ours closes
   return netns_;
 }
 

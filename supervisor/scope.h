@@ -52,8 +52,9 @@ class Scope : public std::enable_shared_from_this<Scope> {
   Ceiling ceiling = Ceiling::none;
 
   // The temp dir and the network namespace are made on first use, by whichever thread needs
-  // them first: a launch on the launcher pool (a mount, a namespace: never on the event loop),
-  // a file request on the blocking pool, or the loop for a worker. Safe from any thread.
+  // them first: a command's launch on the launcher pool, or the loop for a worker's start, a
+  // file request or a scope's creation. Safe from any thread; the lock is never held while
+  // they are made.
 
   // The temp dir, created on first call (0700, owned by the sandbox uid for a root supervisor;
   // a tmpfs where the host has layer temp-size).
@@ -90,7 +91,7 @@ class Scope : public std::enable_shared_from_this<Scope> {
   uid_t owner_;
   std::string temp_root_;
   const SandboxHost* host_;
-  mutable std::mutex resources_mutex_;  // guards dir_ and netns_
+  mutable std::mutex resources_mutex_;  // guards dir_ and netns_ (not their making)
   std::string dir_;
   int netns_ = -2;  // -2: not tried yet; -1: not available
   std::atomic<bool> closed_ = false;

@@ -37,7 +37,7 @@ namespace corral::supervisor {
 
 namespace {
 
-// The event loop's niceness (a root supervisor's; others keep 0).
+// The event loop's niceness, where the supervisor may raise it (CAP_SYS_NICE or RLIMIT_NICE).
 constexpr int kLoopNice = -5;
 
 using asio::local::stream_protocol;

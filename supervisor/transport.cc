@@ -1,5 +1,9 @@
 #include "supervisor/transport.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
@@ -31,12 +35,7 @@ asio::awaitable<void> Transport::reader() {
     }
     const FrameRead in = co_await read_frame(socket_, limits_.max_frame, payload);
     if (in.end == FrameRead::End::closed) {
-      if (in.unread) {
-        peer_unread_ = true;
-        auto dropped = std::move(unconfirmed_);
-        unconfirmed_.clear();
-        for (auto& f : dropped) f();
-      }
+      if (in.unread) drop_unconfirmed();
       break;
     }
     unconfirmed_.clear();  // the client is still there and talking: what it was sent reached it
@@ -77,6 +76,14 @@ asio::awaitable<void> Transport::writer() {
       buffers.emplace_back(asio::buffer(batch.back()));
     }
     auto [ec, n] = co_await asio::async_write(socket_, buffers, use_tuple);
+    if (ec && !peer_unread_) {
+      // A reader paused by back-pressure never saw the client go: the socket's pending error
+      // says whether it left our earlier frames unread (ECONNRESET) or read them all (EPIPE).
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (::getsockopt(socket_.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == ECONNRESET)
+        drop_unconfirmed();
+    }
     if (ec || peer_unread_) {
       for (auto& f : dropped) f();  // never reached the client
     } else {
@@ -89,6 +96,13 @@ asio::awaitable<void> Transport::writer() {
     if (!congested()) owner_.on_drained();
     if (ec) break;
   }
+}
+
+void Transport::drop_unconfirmed() {
+  peer_unread_ = true;
+  auto dropped = std::move(unconfirmed_);
+  unconfirmed_.clear();
+  for (auto& f : dropped) f();
 }
 
 void Transport::queue(proto::Frame frame, std::function<void()> on_dropped) {

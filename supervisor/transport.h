@@ -57,10 +57,10 @@ class Transport {
   // Until close(), a write fails, or the last frame after close_after() is written.
   asio::awaitable<void> writer();
 
-  // Queues a frame. `on_dropped` runs if the frame never reached the client: the transport
-  // closed before it was handed to the kernel, or the client closed its end with it still
-  // unread (a background start whose id never arrived). A frame counts as read once the client
-  // sends anything after it was written.
+  // Queues a frame. `on_dropped` runs if the frame may never have reached the client: the
+  // transport closed before it was handed to the kernel, or the client closed its end with
+  // data of ours unread (this frame or a later one) and had sent no frame since this one was
+  // written (a background start whose id never arrived). docs/protocol.md states the rule.
   void queue(proto::Frame frame, std::function<void()> on_dropped = {});
   // Queues `last`, reads nothing more, and closes once it is written (or after the linger, for
   // a client that does not read).
@@ -87,6 +87,9 @@ class Transport {
 
  private:
   void update_pressure();
+  // The client left with frames of ours unread: what was written since it last sent a frame
+  // never reached it (unconfirmed_), nor will anything written from now on.
+  void drop_unconfirmed();
 
   asio::local::stream_protocol::socket socket_;
   Owner& owner_;

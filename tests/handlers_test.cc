@@ -299,3 +299,24 @@ TEST_CASE("BlockingPool: a background pool's threads run niced, the others not")
   if (own <= 10) CHECK(niceness_in(background) == 10);  // setpriority sets, it does not add
   CHECK(niceness_in(launcher) == own);
 }
+
+TEST_CASE("Scope: its temp dir is made once, whichever threads ask first; the others remove theirs") {
+  TempDir root;
+  Scope scope("s-race", ::getuid(), root.path(), nullptr);
+  std::vector<std::thread> askers;
+  std::vector<std::string> seen(8);
+  for (std::size_t i = 0; i < seen.size(); ++i)
+    askers.emplace_back([&, i] {
+      auto dir = scope.temp_dir();
+      if (dir.ok()) seen[i] = *dir;
+    });
+  for (auto& t : askers) t.join();
+  REQUIRE(!seen[0].empty());
+  for (const auto& s : seen) CHECK(s == seen[0]);
+  // The losers removed the dirs they made: one is left.
+  std::size_t dirs = 0;
+  for (const auto& e : std::filesystem::directory_iterator(root.path())) dirs += e.is_directory();
+  CHECK(dirs == 1);
+  CHECK(scope.temp_dir_if_any() == seen[0]);
+  CHECK(scope.network_namespace() == -1);  // no host: none to share
+}
