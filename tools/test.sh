@@ -25,7 +25,9 @@ corral_dirs() {
 leftovers() {
   corral_dirs | while read -r path; do
     pid=$(basename "$path" | sed -E 's/^corral-([0-9]+).*/\1/')
-    [[ "$pid" =~ ^[0-9]+$ ]] && [ ! -e "/proc/$pid" ] && echo "$path"
+    # An if, not a bare &&: a last path of a live process must not end the loop (and, with
+    # set -e and pipefail, this script) with status 1.
+    if [[ "$pid" =~ ^[0-9]+$ ]] && [ ! -e "/proc/$pid" ]; then echo "$path"; fi
   done
 }
 
