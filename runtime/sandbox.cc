@@ -765,7 +765,6 @@ StatusOr<std::vector<GuardSpec>> plan_guards(const std::vector<BindSpec>& binds,
 
 }  // namespace
 
-
 // What a launch builds before the clone, and keeps until the child has its copies: the plan
 // (runtime/sandbox_plan.h) and everything the plan points into. Built in steps, one concern
 // each: plan_exec, plan_view, plan_confinement, plan_cgroup.

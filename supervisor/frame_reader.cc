@@ -16,13 +16,15 @@ constexpr std::size_t kKeptReadBuffer = 1 << 20;
 asio::awaitable<FrameRead> read_frame(asio::local::stream_protocol::socket& socket, std::uint32_t max_frame,
                                       std::vector<std::uint8_t>& payload) {
   FrameRead out;
+  // A read that failed ends the stream; ECONNRESET says the peer left with our frames unread.
+  auto ended = [&out](const std::error_code& ec) {
+    out.unread = ec == asio::error::connection_reset;
+    return out;
+  };
   if (payload.capacity() > kKeptReadBuffer) payload = {};
   std::array<std::uint8_t, proto::kHeaderBytes> header;
   auto [ec, n] = co_await asio::async_read(socket, asio::buffer(header), use_tuple);
-  if (ec) {
-    out.unread = ec == asio::error::connection_reset;
-    co_return out;
-  }
+  if (ec) co_return ended(ec);
   out.length = proto::read_length(header.data());
   if (out.length > max_frame) {
     out.end = FrameRead::End::oversized;
@@ -30,10 +32,7 @@ asio::awaitable<FrameRead> read_frame(asio::local::stream_protocol::socket& sock
   }
   payload.resize(out.length);
   auto [ec2, n2] = co_await asio::async_read(socket, asio::buffer(payload), use_tuple);
-  if (ec2) {
-    out.unread = ec2 == asio::error::connection_reset;
-    co_return out;
-  }
+  if (ec2) co_return ended(ec2);
   out.msg = proto::verify_payload(payload, max_frame, out.error);
   out.end = out.msg ? FrameRead::End::frame : FrameRead::End::malformed;
   co_return out;

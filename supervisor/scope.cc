@@ -69,10 +69,13 @@ int Scope::network_namespace() {
     std::lock_guard<std::mutex> lock(resources_mutex_);
     if (netns_ != -2) return netns_;
   }
-  StatusOr<UniqueFd> ns = host_ ? host_->take_network_namespace() : StatusOr<UniqueFd>(Status::invalid("no host"));
-  if (ns.ok() && offload) offload([host = host_] { host->refill_network_namespaces(kSpareNetworkNamespaces); });
+  UniqueFd ns;
+  if (auto taken = host_ ? host_->take_network_namespace() : Status::invalid("no host"); taken.ok()) {
+    ns = std::move(taken).value();
+    if (offload) offload([host = host_] { host->refill_network_namespaces(kSpareNetworkNamespaces); });
+  }
   std::lock_guard<std::mutex> lock(resources_mutex_);
-  if (netns_ == -2) netns_ = ns.ok() ? ns->release() : -1;  // else another thread was first: ours closes
+  if (netns_ == -2) netns_ = ns ? ns.release() : -1;  // else another thread was first: ours closes
   return netns_;
 }
 
