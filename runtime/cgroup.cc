@@ -18,6 +18,7 @@
 #include <string_view>
 #include <thread>
 
+#include "runtime/cgroup_version.h"
 #include "runtime/limits.h"
 #include "runtime/unique_fd.h"
 #include "runtime/units.h"
@@ -27,7 +28,7 @@ namespace cgroup_detail {
 
 struct Hierarchy {
   int id = 0;  // first field of /proc/self/cgroup
-  bool v2 = false;
+  const CgroupVersion* version = &cgroup_v1();
   std::string mount;
   std::string own_rel;                      // the supervisor's group, as /proc/self/cgroup names it
   std::string own_dir;                      // the same, as a directory
@@ -37,26 +38,14 @@ struct Hierarchy {
   std::vector<std::string> enabled_in_own;  // v2: what we added to own_dir's subtree_control
   std::string self_leaf;                    // v2: where we moved the supervisor, if we did
   bool usable() const { return !parent_dir.empty(); }
+  // A group directory here, for a role or none (the parent groups, when they are cleaned up).
+  GroupDir dir(std::string path, std::string rel, bool memory = false, bool cpu_accounting = false) const {
+    return GroupDir{std::move(path), std::move(rel), id, version, memory, cpu_accounting, version->has_kill_file()};
+  }
 };
 
-}  // namespace cgroup_detail
-
-using cgroup_detail::GroupDir;
-using cgroup_detail::Hierarchy;
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds kWaitBound{1000};
-constexpr std::chrono::milliseconds kPollInterval{1};
-constexpr std::uint64_t kCpuPeriodUs = 100'000;
-constexpr std::uint64_t kPidMaxLimit = 4'194'304;  // PID_MAX_LIMIT: no pid is larger
-constexpr std::uint64_t kProbeMemoryBytes = 1024 * 1024 * 1024;
-constexpr std::uint64_t kProbePids = 64;
-constexpr double kProbeCpus = 0.5;
-constexpr std::size_t kMaxNameBytes = 200;
-constexpr const char* kProbeName = "corral-probe";
-const char* const kControllers[] = {"memory", "pids", "cpu"};
+// ---------------------------------------------------------------------------------------------
+// The file helpers both versions use (runtime/cgroup_version.h)
 
 std::optional<std::string> read_file(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -77,13 +66,6 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-bool is_dir(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// O_CREAT|O_TRUNC as in a shell's `echo v > file`: harmless on cgroupfs, which cannot create a
-// file (a missing one still fails, with EACCES), and it lets the unit tests use a plain tree.
 Status write_file(const std::string& path, const std::string& value) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd) {
@@ -99,6 +81,38 @@ Status write_file(const std::string& path, const std::string& value) {
   return {};
 }
 
+}  // namespace cgroup_detail
+
+using cgroup_detail::CgroupVersion;
+using cgroup_detail::GroupDir;
+using cgroup_detail::Hierarchy;
+using cgroup_detail::JoinKind;
+using cgroup_detail::Role;
+using cgroup_detail::collect_pids;
+using cgroup_detail::exists;
+using cgroup_detail::keyed_value;
+using cgroup_detail::parse_u64;
+using cgroup_detail::read_file;
+using cgroup_detail::write_file;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kWaitBound{1000};
+constexpr std::chrono::milliseconds kPollInterval{1};
+constexpr std::uint64_t kPidMaxLimit = 4'194'304;  // PID_MAX_LIMIT: no pid is larger
+constexpr std::uint64_t kProbeMemoryBytes = 1024 * 1024 * 1024;
+constexpr std::uint64_t kProbePids = 64;
+constexpr double kProbeCpus = 0.5;
+constexpr std::size_t kMaxNameBytes = 200;
+constexpr const char* kProbeName = "corral-probe";
+const char* const kControllers[] = {"memory", "pids", "cpu"};
+
+bool is_dir(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 std::vector<std::string> tokens(std::string_view text) {
   std::vector<std::string> out;
   std::size_t i = 0;
@@ -109,27 +123,6 @@ std::vector<std::string> tokens(std::string_view text) {
     if (i > start) out.emplace_back(text.substr(start, i - start));
   }
   return out;
-}
-
-std::optional<std::uint64_t> parse_u64(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  std::uint64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
-  return v;
-}
-
-// The value of `key` in a flat-keyed cgroup file ("key value" per line).
-std::optional<std::uint64_t> keyed_value(std::string_view text, std::string_view key) {
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    auto t = tokens(text.substr(pos, end - pos));
-    if (t.size() == 2 && t[0] == key) return parse_u64(t[1]);
-    pos = end + 1;
-  }
-  return std::nullopt;
 }
 
 std::string join(const std::vector<std::string>& v, std::string_view sep, std::string_view prefix = {}) {
@@ -153,25 +146,6 @@ std::vector<std::string> subdirs(const std::string& path) {
   }
   ::closedir(d);
   return out;
-}
-
-// v1 lists a group's own processes only, so a tree is read group by group.
-void collect_pids(const std::string& dir, std::map<pid_t, int>& out, int depth = 0) {
-  if (auto text = read_file(dir + "/cgroup.procs"))
-    for (const auto& t : tokens(*text))
-      if (auto v = parse_u64(t); v && *v > 0 && *v <= kPidMaxLimit) out.emplace(static_cast<pid_t>(*v), 0);
-  if (depth < 16)
-    for (const auto& sub : subdirs(dir)) collect_pids(sub, out, depth + 1);
-}
-
-bool tree_empty(const GroupDir& d) {
-  // v2 "populated" covers descendants and ignores zombies, in one read.
-  if (d.v2)
-    if (auto events = read_file(d.path + "/cgroup.events"))
-      if (auto populated = keyed_value(*events, "populated")) return *populated == 0;
-  std::map<pid_t, int> pids;
-  collect_pids(d.path, pids);
-  return pids.empty();
 }
 
 // Returns the errno of the last rmdir (0 once removed).
@@ -221,49 +195,13 @@ void signal_round(const std::vector<GroupDir>& dirs) {
   }
 }
 
-Status apply_memory(const std::string& dir, bool v2, std::uint64_t bytes) {
-  const std::string value = std::to_string(bytes);
-  if (v2) {
-    if (Status s = write_file(dir + "/memory.max", value); !s.ok()) return s;
-    if (exists(dir + "/memory.swap.max")) return write_file(dir + "/memory.swap.max", "0");
-    return {};
-  }
-  if (Status s = write_file(dir + "/memory.limit_in_bytes", value); !s.ok()) return s;
-  // memsw only exists with swap accounting, and may still refuse (swapaccount=0 on the command
-  // line); the memory limit alone is then what holds.
-  if (exists(dir + "/memory.memsw.limit_in_bytes"))
-    (void)write_file(dir + "/memory.memsw.limit_in_bytes", value);
-  // A group inherits oom_kill_disable from its parent; we want the kernel to kill, not to hang.
-  return write_file(dir + "/memory.oom_control", "0");
-}
-
 Status apply_pids(const std::string& dir, std::uint64_t pids) {
   return write_file(dir + "/pids.max", std::to_string(pids));
 }
 
-Status apply_cpu(const std::string& dir, bool v2, double cpus) {
-  const auto quota_us = static_cast<std::uint64_t>(std::llround(cpus * static_cast<double>(kCpuPeriodUs)));
-  if (v2) return write_file(dir + "/cpu.max", std::to_string(quota_us) + " " + std::to_string(kCpuPeriodUs));
-  if (Status s = write_file(dir + "/cpu.cfs_period_us", std::to_string(kCpuPeriodUs)); !s.ok()) return s;
-  return write_file(dir + "/cpu.cfs_quota_us", std::to_string(quota_us));
-}
-
-std::optional<std::uint64_t> read_cpu_ns(const std::string& dir, bool v2) {
-  if (v2) {
-    auto text = read_file(dir + "/cpu.stat");
-    if (!text) return std::nullopt;
-    auto us = keyed_value(*text, "usage_usec");
-    if (!us) return std::nullopt;
-    return *us * 1000;
-  }
-  auto text = read_file(dir + "/cpuacct.usage");
-  return text ? parse_u64(*text) : std::nullopt;
-}
-
-Status read_cpu_probe(const std::string& dir, bool v2) {
-  if (read_cpu_ns(dir, v2)) return {};
-  std::string file = dir + (v2 ? "/cpu.stat" : "/cpuacct.usage");
-  return Status::error("read", 0, exists(file) ? "cannot parse " + file : file + " does not exist");
+Status read_cpu_probe(const std::string& dir, const CgroupVersion& version) {
+  if (version.cpu_usage_ns(dir)) return {};
+  return Status::error("read", 0, "no CPU usage readable in " + dir + " (" + version.files_for(Role::cpu_accounting) + ")");
 }
 
 struct SelfEntry {
@@ -335,6 +273,38 @@ Status try_in_probe(const Hierarchy& h, const std::function<Status(const std::st
 
 }  // namespace
 
+namespace cgroup_detail {
+
+std::optional<std::uint64_t> parse_u64(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+std::optional<std::uint64_t> keyed_value(std::string_view text, std::string_view key) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    auto t = tokens(text.substr(pos, end - pos));
+    if (t.size() == 2 && t[0] == key) return parse_u64(t[1]);
+    pos = end + 1;
+  }
+  return std::nullopt;
+}
+
+void collect_pids(const std::string& dir, std::map<pid_t, int>& out, int depth) {
+  if (auto text = read_file(dir + "/cgroup.procs"))
+    for (const auto& t : tokens(*text))
+      if (auto v = parse_u64(t); v && *v > 0 && *v <= kPidMaxLimit) out.emplace(static_cast<pid_t>(*v), 0);
+  if (depth < 16)
+    for (const auto& sub : subdirs(dir)) collect_pids(sub, out, depth + 1);
+}
+
+}  // namespace cgroup_detail
+
 // ---------------------------------------------------------------------------------------------
 // Cgroup
 
@@ -356,10 +326,10 @@ Status Cgroup::add(pid_t pid) {
   return {};
 }
 
-Status Cgroup::add_v2(pid_t pid) {
+Status Cgroup::add_after_clone(pid_t pid) {
   const std::string value = std::to_string(pid);
   for (const auto& d : dirs_)
-    if (d.v2)
+    if (d.version->join_kind() == JoinKind::at_clone)
       if (Status s = write_file(d.path + "/cgroup.procs", value); !s.ok()) return s;
   return {};
 }
@@ -379,47 +349,35 @@ bool Cgroup::kills_at_once() const {
   return false;
 }
 
-UniqueFd Cgroup::open_v2() const {
-  for (const auto& d : dirs_)
-    if (d.v2) return UniqueFd(::open(d.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
-  return UniqueFd();
-}
-
-StatusOr<std::vector<UniqueFd>> Cgroup::open_self_join() const {
-  std::vector<UniqueFd> fds;
+StatusOr<CgroupJoin> Cgroup::open_join() const {
+  CgroupJoin join;
   for (const auto& d : dirs_) {
-    if (d.v2) continue;
-    const std::string path = d.path + "/tasks";
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
-    if (!fd) return Status::from_errno("open", errno, path);
-    fds.push_back(std::move(fd));
+    switch (d.version->join_kind()) {
+      case JoinKind::self_tasks: {
+        const std::string path = d.path + "/tasks";
+        UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+        if (!fd) return Status::from_errno("open", errno, path);
+        join.self.push_back(std::move(fd));
+        break;
+      }
+      case JoinKind::at_clone:
+        // One process is born in one group: a host has at most one hierarchy of this kind.
+        if (join.clone_into) return Status::error("cgroup", EINVAL, "more than one group to be born in");
+        join.clone_into.reset(::open(d.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+        if (!join.clone_into) return Status::from_errno("open", errno, d.path);
+        break;
+    }
   }
-  return fds;
+  return join;
 }
 
 CgroupUsage Cgroup::usage() const {
   CgroupUsage u;
   for (const auto& d : dirs_) {
-    if (d.memory) {
-      if (d.v2) {
-        if (auto text = read_file(d.path + "/memory.peak")) u.memory_peak_bytes = parse_u64(*text);
-        if (auto text = read_file(d.path + "/memory.events"))
-          u.oom_killed = keyed_value(*text, "oom_kill").value_or(0) > 0;
-      } else {
-        if (auto text = read_file(d.path + "/memory.max_usage_in_bytes"))
-          u.memory_peak_bytes = parse_u64(*text);
-        if (auto text = read_file(d.path + "/memory.oom_control"))
-          u.oom_killed = keyed_value(*text, "oom_kill").value_or(0) > 0;
-      }
-    }
+    if (d.memory) d.version->read_memory(d.path, u);
     if (d.cpu_accounting) {
-      u.cpu_usage_ns = read_cpu_ns(d.path, d.v2);
-      if (d.v2) {
-        if (auto text = read_file(d.path + "/cpu.stat")) {
-          if (auto us = keyed_value(*text, "user_usec")) u.cpu_user_ns = *us * 1000;
-          if (auto us = keyed_value(*text, "system_usec")) u.cpu_system_ns = *us * 1000;
-        }
-      }
+      u.cpu_usage_ns = d.version->cpu_usage_ns(d.path);
+      d.version->read_cpu_split(d.path, u);
     }
   }
   return u;
@@ -442,7 +400,7 @@ bool Cgroup::kill() {
 
 bool Cgroup::empty() const {
   for (const auto& d : dirs_)
-    if (!tree_empty(d)) return false;
+    if (!d.version->tree_empty(d.path)) return false;
   return true;
 }
 
@@ -494,7 +452,7 @@ void CgroupManager::detect(const std::string& root, const std::string& self_file
         for (const auto& r : roles) note(r, "mkdir " + dir + ": " + std::strerror(err));
         return false;
       }
-      { Cgroup stale({GroupDir{dir, rel, h.id, h.v2, false, false, h.v2}}); }
+      { Cgroup stale({h.dir(dir, rel)}); }
       if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
         const int err = errno;
         for (const auto& r : roles) note(r, "mkdir " + dir + ": " + std::strerror(err));
@@ -517,9 +475,9 @@ void CgroupManager::detect(const std::string& root, const std::string& self_file
     return false;
   };
 
-  auto add_v2 = [&](const std::string& mount, const SelfEntry& e) {
+  auto detect_v2 = [&](const std::string& mount, const SelfEntry& e) {
     auto h = std::make_unique<Hierarchy>();
-    h->v2 = true;
+    h->version = &cgroup_detail::cgroup_v2();
     h->mount = mount;
     if (!locate(*h, e, v2_roles)) return;
     const std::string controllers_file = h->own_dir + "/cgroup.controllers";
@@ -595,7 +553,7 @@ void CgroupManager::detect(const std::string& root, const std::string& self_file
 
   if (exists(root + "/cgroup.controllers")) {
     for (const auto& e : entries)
-      if (e.id == 0 && e.controllers.empty()) return add_v2(root, e);
+      if (e.id == 0 && e.controllers.empty()) return detect_v2(root, e);
     for (const auto& r : v2_roles) note(r, root + " is cgroup v2 but " + self_file + " has no \"0::\" line");
     return;
   }
@@ -606,7 +564,7 @@ void CgroupManager::detect(const std::string& root, const std::string& self_file
       if (e.id != 0 || v2_seen) continue;
       v2_seen = true;
       if (exists(root + "/unified/cgroup.controllers"))
-        add_v2(root + "/unified", e);
+        detect_v2(root + "/unified", e);
       else
         note("kill", "no cgroup v2 mount at " + root + "/unified");
       continue;
@@ -662,50 +620,48 @@ void CgroupManager::probe() {
     return -1;
   };
   auto with = [](const char* c) { return [c](const Hierarchy& h) { return h.controllers.count(c) > 0; }; };
-  auto where = [](const char* what_v2, const char* what_v1) {
+  auto where = [](Role role) {
     return [=](const Hierarchy& h) {
-      return std::string(h.v2 ? "cgroup v2 " : "cgroup v1 ") + (h.v2 ? what_v2 : what_v1) + " under " +
-             h.parent_dir;
+      return std::string("cgroup ") + h.version->name() + " " + h.version->files_for(role) + " under " + h.parent_dir;
     };
   };
 
   memory_ = pick(
       caps_.memory_reason, with("memory"),
-      [](const Hierarchy& h, const std::string& dir) { return apply_memory(dir, h.v2, kProbeMemoryBytes); },
-      where("memory.max, memory.peak, memory.events",
-            "memory.limit_in_bytes, max_usage_in_bytes, oom_control"));
+      [](const Hierarchy& h, const std::string& dir) { return h.version->set_memory(dir, kProbeMemoryBytes); },
+      where(Role::memory));
   pids_ = pick(
       caps_.pids_reason, with("pids"),
-      [](const Hierarchy&, const std::string& dir) { return apply_pids(dir, kProbePids); },
-      where("pids.max", "pids.max"));
+      [](const Hierarchy&, const std::string& dir) { return apply_pids(dir, kProbePids); }, where(Role::pids));
   cpu_ = pick(
       caps_.cpu_reason, with("cpu"),
-      [](const Hierarchy& h, const std::string& dir) { return apply_cpu(dir, h.v2, kProbeCpus); },
-      where("cpu.max", "cpu.cfs_quota_us / cpu.cfs_period_us"));
+      [](const Hierarchy& h, const std::string& dir) { return h.version->set_cpus(dir, kProbeCpus); },
+      where(Role::cpu));
   kill_ = pick(
-      caps_.kill_reason, [](const Hierarchy& h) { return h.v2; },
+      caps_.kill_reason, [](const Hierarchy& h) { return h.version->has_kill_file(); },
       [](const Hierarchy&, const std::string& dir) { return write_file(dir + "/cgroup.kill", "1"); },
-      where("cgroup.kill (kernel >= 5.14)", ""));
+      where(Role::kill));
   if (kill_ < 0)
     append_reason(caps_.kill_reason,
                   "Cgroup::kill() falls back to SIGKILL of each pid listed in cgroup.procs");
-  // CPU time from the group that exists anyway: v2 counts it in every group, so the kill group
-  // serves unless a v1 cpuacct hierarchy is the only source.
+  // CPU time from a group that exists anyway: a version that counts it in every group serves
+  // through the kill group, unless a cpuacct controller is the only source.
   cpu_accounting_ = pick(
       caps_.cpu_accounting_reason,
       [this](const Hierarchy& h) {
-        return h.v2 && (kill_ < 0 || hierarchies_[static_cast<std::size_t>(kill_)].get() == &h);
+        return h.version->accounts_cpu_in_every_group() &&
+               (kill_ < 0 || hierarchies_[static_cast<std::size_t>(kill_)].get() == &h);
       },
-      [](const Hierarchy& h, const std::string& dir) { return read_cpu_probe(dir, h.v2); },
-      where("cpu.stat usage_usec", ""));
+      [](const Hierarchy& h, const std::string& dir) { return read_cpu_probe(dir, *h.version); },
+      where(Role::cpu_accounting));
   if (cpu_accounting_ < 0) {
-    std::string v2_reason = caps_.cpu_accounting_reason;
+    std::string every_group_reason = caps_.cpu_accounting_reason;
     caps_.cpu_accounting_reason.clear();
     cpu_accounting_ = pick(
         caps_.cpu_accounting_reason, with("cpuacct"),
-        [](const Hierarchy& h, const std::string& dir) { return read_cpu_probe(dir, h.v2); },
-        where("", "cpuacct.usage"));
-    if (cpu_accounting_ < 0) append_reason(caps_.cpu_accounting_reason, v2_reason);
+        [](const Hierarchy& h, const std::string& dir) { return read_cpu_probe(dir, *h.version); },
+        where(Role::cpu_accounting));
+    if (cpu_accounting_ < 0) append_reason(caps_.cpu_accounting_reason, every_group_reason);
   }
 
   caps_.memory = memory_ >= 0;
@@ -719,7 +675,7 @@ void CgroupManager::probe() {
 
   bool v1 = false, v2 = false;
   for (const auto& h : hierarchies_)
-    if (h->usable()) (h->v2 ? v2 : v1) = true;
+    if (h->usable()) (h->version == &cgroup_detail::cgroup_v2() ? v2 : v1) = true;
   if (v1)
     caps_.version = caps_.kill ? "v1+v2-kill" : "v1";
   else
@@ -740,7 +696,7 @@ CgroupManager::~CgroupManager() {
   for (auto it = hierarchies_.rbegin(); it != hierarchies_.rend(); ++it) {
     Hierarchy& h = **it;
     if (h.usable()) {
-      Cgroup tree({GroupDir{h.parent_dir, h.parent_rel, h.id, h.v2, false, false, h.v2}});
+      Cgroup tree({h.dir(h.parent_dir, h.parent_rel)});
     }
     if (!h.enabled_in_own.empty())
       (void)write_file(h.own_dir + "/cgroup.subtree_control", join(h.enabled_in_own, " ", "-"));
@@ -792,21 +748,16 @@ StatusOr<std::unique_ptr<Cgroup>> CgroupManager::create_group(const std::string&
   };
   for (int i : needed) {
     const Hierarchy& h = *hierarchies_[static_cast<std::size_t>(i)];
-    GroupDir d{h.parent_dir + "/" + name,
-               child_rel(h.parent_rel, name),
-               h.id,
-               h.v2,
-               i == memory_,
-               i == cpu_accounting_,
-               i == kill_};
+    GroupDir d = h.dir(h.parent_dir + "/" + name, child_rel(h.parent_rel, name), i == memory_, i == cpu_accounting_);
+    d.kill = i == kill_;
     if (::mkdir(d.path.c_str(), 0755) != 0) return fail(Status::from_errno("mkdir", errno, d.path));
     dirs.push_back(d);
     if (limits.memory_bytes && i == memory_)
-      if (Status s = apply_memory(d.path, h.v2, *limits.memory_bytes); !s.ok()) return fail(s);
+      if (Status s = h.version->set_memory(d.path, *limits.memory_bytes); !s.ok()) return fail(s);
     if (limits.pids && i == pids_)
       if (Status s = apply_pids(d.path, *limits.pids); !s.ok()) return fail(s);
     if (limits.cpus && i == cpu_)
-      if (Status s = apply_cpu(d.path, h.v2, *limits.cpus); !s.ok()) return fail(s);
+      if (Status s = h.version->set_cpus(d.path, *limits.cpus); !s.ok()) return fail(s);
   }
   return std::unique_ptr<Cgroup>(new Cgroup(std::move(dirs)));
 }

@@ -8,9 +8,12 @@
 // of a hierarchy the supervisor is not in), and probes each capability by trying it. A Cgroup
 // is the group of one command: "<parent>/<name>" in every hierarchy that command needs.
 //
-// Everything here is a short read or write of a cgroup file, so it may run on the supervisor's
-// single-threaded event loop; the only waits are the bounded ones in Cgroup::kill() and the
-// destructors (at most ~1 s each). Not thread-safe: one thread drives a manager and its groups.
+// What differs between v1 and v2 (file names, formats, joining) sits behind one interface,
+// runtime/cgroup_version.h, with one implementation each (cgroup_v1.cc, cgroup_v2.cc).
+//
+// Everything here is a short read or write of a cgroup file, but Cgroup::kill() and the
+// destructors wait (at most ~1 s each): the supervisor runs them on its teardown pool, never on
+// its event loop. Not thread-safe: one thread at a time drives a manager or a group.
 #pragma once
 
 #include <sys/types.h>
@@ -58,15 +61,28 @@ struct CgroupCapabilities {
 class Cgroup;
 namespace cgroup_detail {
 struct Hierarchy;
+class CgroupVersion;  // v1 or v2 (runtime/cgroup_version.h)
 // One directory of a group: where it is, how /proc/<pid>/cgroup names it, what it is used for.
 struct GroupDir {
   std::string path;         // the group's directory
   std::string cgroup_path;  // the same group as /proc/<pid>/cgroup names it
   int hierarchy_id = 0;     // first field of /proc/<pid>/cgroup; 0 for v2
-  bool v2 = false;
+  const CgroupVersion* version = nullptr;
   bool memory = false, cpu_accounting = false, kill = false;  // what usage()/kill() use here
 };
 }  // namespace cgroup_detail
+
+// How a new process enters a group, whatever the versions of its hierarchies
+// (runtime/cgroup_version.h JoinKind): `self` are the `tasks` files it writes "0" to itself
+// (v1; runtime/sandbox_plan.h SandboxPlan::cgroup_join_fds), `clone_into` the directory it is
+// born in (v2, clone3's CLONE_INTO_CGROUP; invalid if the group has none). Either kind spares
+// the kernel's global threadgroup lock that moving another process takes (an RCU grace
+// period, 5-15 ms on this project's CI machine). The opener's credentials are what the kernel
+// checks, so the process that joins may be unprivileged.
+struct CgroupJoin {
+  std::vector<UniqueFd> self;
+  UniqueFd clone_into;
+};
 
 class CgroupManager {
  public:
@@ -137,18 +153,11 @@ class Cgroup {
   // errno of the first cgroup.procs write that failed (ESRCH: no such process); the process
   // may then be in some hierarchies of this group and not others.
   Status add(pid_t pid);
-  // The v1 directories' `tasks` files, opened for writing, for a process that moves itself by
-  // writing "0" to each (runtime/sandbox_plan.h SandboxPlan::cgroup_join_fds): the kernel then
-  // skips the global threadgroup lock that moving another process takes (an RCU grace period,
-  // 5-15 ms). The opener's credentials are what the kernel checks, so the mover may be an
-  // unprivileged process. v2 has no such path (CLONE_INTO_CGROUP is its way): add_v2() there.
-  StatusOr<std::vector<UniqueFd>> open_self_join() const;
-  // add(), for the v2 directories only.
-  Status add_v2(pid_t pid);
-  // The v2 directory (there is at most one), opened for clone3's CLONE_INTO_CGROUP: a child
-  // born in its group needs no move, and no lock (the way v2 spares what open_self_join()
-  // spares on v1). Invalid if the group has no v2 directory.
-  UniqueFd open_v2() const;
+  // What a new process needs to join this group without the global lock (CgroupJoin).
+  StatusOr<CgroupJoin> open_join() const;
+  // add(), for the directories a process is born in (CgroupJoin::clone_into): after a clone
+  // that could not be born there (a kernel or a seccomp profile without clone3).
+  Status add_after_clone(pid_t pid);
   // Reads what the kernel counted; figures this host cannot give are unset. Never fails.
   CgroupUsage usage() const;
   // Kills every process in the group: v2 cgroup.kill where available (kernel >= 5.14), else

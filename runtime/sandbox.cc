@@ -791,7 +791,7 @@ struct SandboxHost::LaunchParts {
   bool broker = false;
   // plan_cgroup: whole-tree accounting and caps.
   CgroupLimits limits;
-  std::vector<UniqueFd> join_fds;  // init moves itself into the v1 groups (Cgroup::open_self_join)
+  CgroupJoin join;                 // how init enters its group (runtime/cgroup.h)
   bool join_optional = true;       // the default bound alone: best effort
 };
 
@@ -1036,16 +1036,16 @@ Status SandboxHost::plan_cgroup(const Policy& policy, const std::string& name, L
   // Only for caps: the PID namespace already ends the whole tree, and a cgroup per command
   // costs a mkdir and rmdir in every hierarchy. A cap asked for that cannot be set refuses the
   // launch; the default bound alone does not (the result's `enforced` then lacks it).
-  std::vector<UniqueFd>& join_fds = parts.join_fds;
+  std::vector<UniqueFd>& join_fds = parts.join.self;
   if (policy.caps.any_cgroup() || default_memory) {
     auto group = impl_->cgroups->create_group(name, limits, policy.caps.any_cgroup());
     if (group.ok()) {
-      auto fds = (*group)->open_self_join();
-      if (fds.ok() && fds->size() <= std::size(p.cgroup_join_fds)) {
-        join_fds = std::move(fds).value();
+      auto join = (*group)->open_join();
+      if (join.ok() && join->self.size() <= std::size(p.cgroup_join_fds)) {
+        parts.join = std::move(join).value();
         out.cgroup = std::move(group).value();
       } else {
-        group = fds.ok() ? Status::error("cgroup", E2BIG, "more cgroup v1 groups than init can join") : fds.status();
+        group = join.ok() ? Status::error("cgroup", E2BIG, "more cgroup v1 groups than init can join") : join.status();
       }
     }
     if (!group.ok() && policy.caps.any_cgroup()) return group.status();
@@ -1121,19 +1121,19 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     return Status::from_errno("netns", errno, "joining the scope's network namespace");
   }
   int pidfd = -1;
-  // Born in the group's v2 directory where it has one (a move afterwards takes a global lock:
-  // 5-15 ms); the v1 ones init joins itself.
-  UniqueFd v2_group = out.cgroup ? out.cgroup->open_v2() : UniqueFd();
-  bool in_v2_group = false;
+  // Born in the group where a hierarchy allows it (a move afterwards takes a global lock:
+  // 5-15 ms); the others init joins itself (runtime/cgroup.h CgroupJoin).
+  const UniqueFd& birth_group = parts->join.clone_into;
+  bool born_in_group = false;
   pid_t pid = -1;
   // A kernel (or a seccomp profile around us) without clone3 says so once; later launches go
   // straight to clone and the move.
   static std::atomic<bool> no_clone3{false};
-  if (v2_group && !no_clone3.load(std::memory_order_relaxed)) {
-    pid = clone_into_cgroup(flags, v2_group.get(), &pidfd);
+  if (birth_group && !no_clone3.load(std::memory_order_relaxed)) {
+    pid = clone_into_cgroup(flags, birth_group.get(), &pidfd);
     if (pid == 0) ::_exit(sandbox::init_main(&p));  // the child, on its copy of this stack
     if (pid < 0 && (errno == ENOSYS || errno == EPERM)) no_clone3.store(true, std::memory_order_relaxed);
-    in_v2_group = pid > 0;
+    born_in_group = pid > 0;
   }
   if (pid < 0) pid = ::clone(sandbox::init_main, static_cast<char*>(stack) + kInitStackBytes, flags, &p, &pidfd);
   int clone_errno = errno;
@@ -1161,8 +1161,8 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
     if (st.ok()) st = write_file(proc + "/uid_map", std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1");
     if (st.ok()) st = write_file(proc + "/gid_map", std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1");
   }
-  if (st.ok() && out.cgroup && !in_v2_group) {
-    Status moved = out.cgroup->add_v2(pid);  // init joins the v1 groups itself
+  if (st.ok() && out.cgroup && !born_in_group) {
+    Status moved = out.cgroup->add_after_clone(pid);  // init joins the others itself
     if (!parts->join_optional) st = moved;
   }
   if (st.ok() && !idmap_binds.empty()) {

@@ -700,8 +700,8 @@ int init_main(void* arg) {
   int parent_fds[kMaxBinds];
   std::size_t parent_fd_count = 0;
   wait_for_parent(plan, parent_fds, parent_fd_count);
-  // Into our cgroup v1 groups ("0": this thread, the only one); the parent has placed us in
-  // the v2 one, if any.
+  // Into the groups we join ourselves ("0": this thread, the only one); the parent has had us
+  // born in the other one, if any (runtime/cgroup.h CgroupJoin).
   for (std::size_t i = 0; i < plan.cgroup_join_count && i < 4; ++i) {
     if (::write(plan.cgroup_join_fds[i], "0", 1) != 1 && !plan.cgroup_join_optional) fail(plan, Step::cgroup_join, errno);
     ::close(plan.cgroup_join_fds[i]);

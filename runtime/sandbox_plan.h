@@ -98,10 +98,10 @@ struct SandboxPlan {
   child::ChildPlan exec;     // argv, envp, exec paths, cwd (inside view), fds 0-2, error_fd
 
   int sync_fd;               // SOCK_SEQPACKET: one message "go", with the parent's mount fds
-  // The `tasks` files of the command's cgroup v1 groups, opened by the parent: init writes "0"
-  // to each right after "go", moving itself. A process that moves itself spares the kernel's
-  // global threadgroup lock, which moving another takes (5-15 ms per launch on this project's
-  // CI machine; runtime/cgroup.h Cgroup::open_self_join).
+  // The `tasks` files of the command's groups that init joins itself (cgroup v1), opened by the
+  // parent: init writes "0" to each right after "go". A process that moves itself spares the
+  // kernel's global threadgroup lock, which moving another takes (5-15 ms per launch on this
+  // project's CI machine; runtime/cgroup.h CgroupJoin).
   int cgroup_join_fds[4];
   std::size_t cgroup_join_count;
   // The groups carry only the default memory bound: a join that fails leaves the command

@@ -230,6 +230,20 @@ TEST_CASE("v2 with controllers, against a fake tree: files written, paths, clean
     CHECK_FALSE(exists(fake.parent + "/job1/memory.swap.max"));  // only "where present"
     CHECK((*g)->empty());
 
+    // v2 is joined at birth (clone3 CLONE_INTO_CGROUP): the group's directory, no self-join
+    // file; a process that could not be born there is moved through cgroup.procs.
+    auto join = (*g)->open_join();
+    REQUIRE_MESSAGE(join.ok(), join.status().message());
+    CHECK(join->self.empty());
+    REQUIRE(join->clone_into.valid());
+    struct stat by_fd {}, by_path {};
+    REQUIRE(::fstat(join->clone_into.get(), &by_fd) == 0);
+    REQUIRE(::stat((fake.parent + "/job1").c_str(), &by_path) == 0);
+    CHECK(by_fd.st_ino == by_path.st_ino);
+    REQUIRE((*g)->add_after_clone(4242).ok());
+    CHECK(slurp(fake.parent + "/job1/cgroup.procs") == "4242");
+    put(fake.parent + "/job1/cgroup.procs", "");
+
     // Only what was asked is written; the group is the same single directory.
     auto g2 = m->create_group("job2", CgroupLimits{std::nullopt, std::nullopt, 1.5});
     REQUIRE_MESSAGE(g2.ok(), g2.status().message());
@@ -337,6 +351,19 @@ TEST_CASE("v1 layout, against a fake tree: own sub-group, co-mounted cpu,cpuacct
   CHECK(slurp(root + "/pids/" + parent_name + "/job/pids.max") == "16");
   CHECK(slurp(root + "/cpu,cpuacct/" + parent_name + "/job/cpu.cfs_period_us") == "100000");
   CHECK(slurp(root + "/cpu,cpuacct/" + parent_name + "/job/cpu.cfs_quota_us") == "50000");
+
+  // v1 is joined by the process itself, through each group's `tasks` file; nothing is born in
+  // a group, and nothing is moved after the clone.
+  for (const auto& p : paths) put(p + "/tasks", "");
+  auto join = (*g)->open_join();
+  REQUIRE_MESSAGE(join.ok(), join.status().message());
+  CHECK(join->self.size() == 3);
+  CHECK_FALSE(join->clone_into.valid());
+  for (const auto& fd : join->self) REQUIRE(::write(fd.get(), "0", 1) == 1);
+  for (const auto& p : paths) CHECK(slurp(p + "/tasks") == "0");
+  REQUIRE((*g)->add_after_clone(4242).ok());
+  for (const auto& p : paths) CHECK_FALSE(exists(p + "/cgroup.procs"));
+  for (const auto& p : paths) std::filesystem::remove(p + "/tasks");
 }
 
 TEST_CASE("a supervisor group missing from its hierarchy is reported, not replaced by the root") {
