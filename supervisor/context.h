@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,7 @@ struct Context {
   std::unique_ptr<ScopeRegistry> scopes;
   std::unique_ptr<BackgroundTable> background;
   std::map<std::string, std::shared_ptr<class Worker>> workers;  // by "scope/name"
+  std::set<std::string> starting_workers;  // names held while a start is checked off the loop
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   unsigned connections = 0;                   // open client sockets
   std::map<uid_t, unsigned> connections_by_uid;  // the same, per peer uid

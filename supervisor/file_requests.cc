@@ -186,13 +186,12 @@ void FileRequests::on_file(const proto::Message& msg, const std::vector<std::uin
                                                                        : msg.body_as_ListRequest()->scope();
   auto scope = s_.scope_for(id, name, s_.implicit_scope());
   if (!scope) return;
-  auto temp = scope->temp_dir();
-  if (!temp.ok())
-    return s_.send_error(id, proto::ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
   const ServerOptions& options = s_.ctx().options;
-  // Everything the job needs, by value: it runs on another thread, and may outlive us.
+  // Everything the job needs, by value: it runs on another thread, and may outlive us. The
+  // scope's temp dir too (a tmpfs mount, when the scope's first use is this request) is made
+  // there, off the loop.
   auto fc = std::make_shared<FileContext>(
-      FileContext{*temp, options.max_frame, scope->defaults, scope->ceiling, options.hidden_paths, nullptr});
+      FileContext{{}, options.max_frame, scope->defaults, scope->ceiling, options.hidden_paths, nullptr});
   auto creds = std::make_shared<Credentials>(s_.peer().credentials());
   fc->peer = creds.get();
   // The reply's room: a read's window (what it asks, else the default; at most a frame), a
@@ -207,8 +206,13 @@ void FileRequests::on_file(const proto::Message& msg, const std::vector<std::uin
   }
   const std::uint64_t bytes = std::min<std::uint64_t>(payload.size() + reply, options.max_queued);
   s_.hold(bytes);
-  jobs_.push_back({id, payload, bytes, [fc, creds, type](const proto::Message& m) {
+  jobs_.push_back({id, payload, bytes, [fc, creds, type, scope](const proto::Message& m) {
                      const std::uint64_t rid = m.request_id();
+                     auto temp = scope->temp_dir();
+                     if (!temp.ok())
+                       return proto::make_error(rid, proto::ErrorCode::internal,
+                                                "cannot create the scope's temp dir: " + temp.status().message());
+                     fc->temp_dir = *temp;
                      if (type == proto::Body::ReadRequest) return handle_read(rid, *m.body_as_ReadRequest(), *fc);
                      if (type == proto::Body::WriteRequest) return handle_write(rid, *m.body_as_WriteRequest(), *fc);
                      return handle_list(rid, *m.body_as_ListRequest(), *fc);

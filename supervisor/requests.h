@@ -128,6 +128,20 @@ class WorkerRequests {
   // The worker a request names (its scope: named, else the peer uid's default); sends the
   // Error and returns null if there is none this peer may use.
   std::shared_ptr<Worker> find(std::uint64_t id, const flatbuffers::String* scope, const flatbuffers::String* name);
+  // A start's work off the loop (the launcher pool): the scope's resources, the program's and
+  // the script's checks with the peer's credentials. `error` set: the start is refused.
+  struct StartJob {
+    std::shared_ptr<ExecSpec> spec;
+    Credentials creds;
+    std::string python;  // the shipped Python worker's directory; empty: argv's own program
+    std::chrono::milliseconds idle{0};
+    Status error;
+    proto::ErrorCode error_code = proto::ErrorCode::internal;
+    void prepare();
+  };
+  // Back on the loop after StartJob::prepare(): registers the worker and starts it.
+  void launch_worker(std::uint64_t id, const std::string& key, const std::string& name,
+                     const std::shared_ptr<class Scope>& scope, const std::string& argv0, StartJob& job);
 
   Session& s_;
   std::map<std::uint64_t, std::weak_ptr<Worker>> evals_;  // evaluations in flight, by request id

@@ -1,4 +1,6 @@
 // ScopeRequests: the handler of scope requests (supervisor/requests.h).
+#include <asio/post.hpp>
+
 #include "runtime/units.h"
 #include "supervisor/background.h"
 #include "supervisor/exec_request.h"
@@ -56,13 +58,18 @@ void ScopeRequests::on_create(const proto::Message& msg) {
   if (Status st = s_.ctx().host->check(*defaults); !st.ok()) return s_.send_error(id, ErrorCode::unsupported, st.message());
   auto scope = s_.ctx().scopes->create(s_.peer().uid, parent, req.detach(), std::move(defaults).value());
   if (!req.detach()) owned_.push_back(scope);
-  auto temp = scope->temp_dir();
-  if (!temp.ok()) {
-    s_.ctx().scopes->close(scope);
-    s_.send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp.status().message());
-    return;
-  }
-  s_.queue(proto::make_scope_created(id, scope->id(), *temp));
+  // Its temp dir (a tmpfs mount) is made off the loop; the reply names it.
+  Context* ctx = &s_.ctx();
+  ctx->blocking->submit([this, ctx, id, scope, weak = s_.weak(), executor = s_.io().get_executor()] {
+    auto temp = std::make_shared<StatusOr<std::string>>(scope->temp_dir());
+    asio::post(executor, [this, ctx, id, scope, weak, temp] {
+      if (!temp->ok()) ctx->scopes->close(scope);
+      if (!weak.lock()) return;
+      if (!temp->ok())
+        return s_.send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp->status().message());
+      s_.queue(proto::make_scope_created(id, scope->id(), **temp));
+    });
+  });
 }
 
 void ScopeRequests::on_close(const proto::Message& msg) {

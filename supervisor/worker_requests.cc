@@ -8,6 +8,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <asio/post.hpp>
+
 #include "supervisor/requests.h"
 #include "supervisor/exec_request.h"
 #include "supervisor/worker.h"
@@ -83,6 +85,32 @@ StatusOr<HostPath> check_trusted(const std::string& path, const Policy& policy, 
 
 }  // namespace
 
+// What a worker start does off the loop (WorkerRequests::on_start): the scope's resources and
+// the checks of the program and the script.
+void WorkerRequests::StartJob::prepare() {
+  auto fail = [this](ErrorCode code, Status st) {
+    error_code = code;
+    error = std::move(st);
+  };
+  // The program is checked against the scope's temp dir below, so a worker's scope gets its
+  // temp dir (and network namespace) now instead of with the launch.
+  if (Status st = spec->before_launch(*spec); !st.ok()) return fail(ErrorCode::internal, st);
+  spec->before_launch = nullptr;
+  auto program = check_trusted(spec->argv[0], *spec->policy, spec->temp_dir, creds, "the worker program", true);
+  if (!program.ok()) return fail(ErrorCode::invalid_request, program.status());
+  spec->program_fd = program->fd;
+  if (python.empty()) return;
+  // The script runs from the descriptor checked here, as /dev/fd/4 inside.
+  auto script = check_trusted(spec->argv[4], *spec->policy, spec->temp_dir, creds, "the worker script", false);
+  if (!script.ok()) return fail(ErrorCode::invalid_request, script.status());
+  UniqueFd fd(::open(("/proc/self/fd/" + std::to_string(script->get())).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return fail(ErrorCode::internal, Status::error("open", errno, "cannot open the worker script: " + std::string(std::strerror(errno))));
+  spec->script_fd = std::make_shared<UniqueFd>(std::move(fd));
+  const std::string& script_dir = python;  // bound there, read-only
+  spec->argv[4] = "/dev/fd/4";
+  spec->argv.push_back(script_dir);
+}
+
 std::shared_ptr<Worker> WorkerRequests::find(std::uint64_t id, const flatbuffers::String* scope_name,
                                                 const flatbuffers::String* name) {
   const bool named = scope_name && scope_name->size() > 0;
@@ -108,7 +136,7 @@ void WorkerRequests::on_start(const proto::Message& msg) {
     return;
   }
   const std::string key = worker_key(*scope, name);
-  if (s_.ctx().workers.count(key)) {
+  if (s_.ctx().workers.count(key) || s_.ctx().starting_workers.count(key)) {
     s_.send_error(id, ErrorCode::invalid_request, "scope " + scope->id() + " already has a worker named '" + name + "'");
     return;
   }
@@ -155,38 +183,42 @@ void WorkerRequests::on_start(const proto::Message& msg) {
   auto spec = s_.prepare_spec(id, *proto::GetMessage(frame.data() + proto::kHeaderBytes)->body_as_ExecRequest(), *scope,
                               "worker-");
   if (!spec) return;
-  // The program is checked against the scope's temp dir below, so a worker's scope gets its
-  // temp dir (and network namespace) now instead of with the launch.
-  if (Status st = spec->before_launch(*spec); !st.ok()) {
-    s_.send_error(id, ErrorCode::internal, st.message());
+  // The scope's temp dir (a tmpfs mount) and network namespace, and the checks of the program
+  // and the script (a descriptor walk with the peer's credentials), are filesystem work: off
+  // the loop, on the launcher pool. The name and the scope's room are held meanwhile.
+  auto job = std::make_shared<StartJob>();
+  job->spec = std::make_shared<ExecSpec>(std::move(*spec));
+  job->creds = s_.peer().credentials();
+  job->python = python;
+  job->idle = req.idle_timeout_ms() ? std::chrono::milliseconds(req.idle_timeout_ms()) : kDefaultIdleTimeout;
+  Context* ctx = &s_.ctx();
+  ctx->starting_workers.insert(key);
+  ++scope->worker_count;
+  ctx->launcher->submit([this, job, weak = s_.weak(), ctx, id, key, name, scope, argv0 = argv[0],
+                         executor = s_.io().get_executor()] {
+    job->prepare();
+    asio::post(executor, [this, job, weak, ctx, id, key, name, scope, argv0] {
+      ctx->starting_workers.erase(key);
+      --scope->worker_count;
+      if (!weak.lock()) return;  // the session is gone: nobody asked any more
+      if (!job->error.ok()) return s_.send_error(id, job->error_code, job->error.message());
+      launch_worker(id, key, name, scope, argv0, *job);
+    });
+  });
+}
+
+void WorkerRequests::launch_worker(std::uint64_t id, const std::string& key, const std::string& name,
+                                   const std::shared_ptr<Scope>& scope, const std::string& argv0, StartJob& job) {
+  if (s_.ctx().workers.count(key)) {  // a start of the same name that finished first
+    s_.send_error(id, ErrorCode::invalid_request, "scope " + scope->id() + " already has a worker named '" + name + "'");
     return;
   }
-  spec->before_launch = nullptr;
-  const Credentials creds = s_.peer().credentials();
-  auto program = check_trusted(argv[0], *spec->policy, spec->temp_dir, creds, "the worker program", true);
-  if (!program.ok()) {
-    s_.send_error(id, ErrorCode::invalid_request, program.status().message());
+  if (scope->closed()) {
+    s_.send_error(id, ErrorCode::not_found, "scope " + scope->id() + " was closed while the worker was starting");
     return;
   }
-  spec->program_fd = program->fd;
-  if (req.python()) {
-    // The script runs from the descriptor checked here, as /dev/fd/4 inside.
-    auto script = check_trusted(spec->argv[4], *spec->policy, spec->temp_dir, creds, "the worker script", false);
-    if (!script.ok()) {
-      s_.send_error(id, ErrorCode::invalid_request, script.status().message());
-      return;
-    }
-    UniqueFd fd(::open(("/proc/self/fd/" + std::to_string(script->get())).c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) {
-      s_.send_error(id, ErrorCode::internal, "cannot open the worker script: " + std::string(std::strerror(errno)));
-      return;
-    }
-    spec->script_fd = std::make_shared<UniqueFd>(std::move(fd));
-    const std::string& script_dir = python;  // bound there, read-only
-    spec->argv[4] = "/dev/fd/4";
-    spec->argv.push_back(script_dir);
-  }
-  const auto idle = req.idle_timeout_ms() ? std::chrono::milliseconds(req.idle_timeout_ms()) : kDefaultIdleTimeout;
+  ExecSpec* spec = job.spec.get();
+  const auto idle = job.idle;
   Context* ctx = &s_.ctx();
   std::weak_ptr<Scope> weak_scope = scope;
   auto worker = std::make_shared<Worker>(s_.io(), name, scope, s_.peer().uid, std::move(*spec), idle,
@@ -198,7 +230,7 @@ void WorkerRequests::on_start(const proto::Message& msg) {
   s_.ctx().workers[key] = worker;
   ++scope->worker_count;
   std::weak_ptr<Worker> weak_worker = worker;
-  auto on_ready = [this, weak = s_.weak(), weak_worker, id, name, scope_id = scope->id(), argv0 = argv[0]](Status st) {
+  auto on_ready = [this, weak = s_.weak(), weak_worker, id, name, scope_id = scope->id(), argv0](Status st) {
     auto w = weak_worker.lock();
     if (!st.ok()) {
       spdlog::warn("worker start scope={} name={} argv0=\"{}\": {}", scope_id, name, argv0, st.message());
@@ -215,7 +247,7 @@ void WorkerRequests::on_start(const proto::Message& msg) {
     return;
   }
   spdlog::info("worker start peer_uid={} peer_pid={} scope={} name={} argv0=\"{}\"", s_.peer().uid, s_.peer().pid, scope->id(),
-               name, argv[0]);
+               name, argv0);
 }
 
 void WorkerRequests::on_eval(const proto::Message& msg) {

@@ -284,6 +284,37 @@ TEST_CASE("WorkerRequests: no worker, no channel; a cancel of something else is 
   CHECK_FALSE(s.workers.holds_reading());
 }
 
+TEST_CASE("WorkerRequests: a start's checks run off the loop, its name held until they end") {
+  World w;
+  FakeSession& s = *w.session;
+  // Both launcher threads busy: whatever a start hands to the pool waits there.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  for (int i = 0; i < 2; ++i) w.ctx.launcher->submit([released] { released.wait(); });
+  proto::WorkerStartArgs a;
+  a.name = "w";
+  a.argv = {"/nonexistent/worker-program"};
+  s.workers.on_start(*Incoming(proto::make_worker_start(1, a)).msg);
+  w.io.restart();
+  w.io.run_for(100ms);
+  // The program's check (a descriptor walk with the peer's credentials) has not run on the
+  // loop: no answer yet, though the loop is free.
+  CHECK(s.last(1) == nullptr);
+  // The name is held meanwhile, and so is the scope's room.
+  s.workers.on_start(*Incoming(proto::make_worker_start(2, a)).msg);
+  CHECK(s.error_code(2) == proto::ErrorCode::invalid_request);
+  CHECK(w.ctx.starting_workers.size() == 1);
+  const auto scope = w.ctx.scopes->default_for(s.peer().uid);  // where an unnamed start goes
+  CHECK(scope->worker_count == 1);
+  release.set_value();
+  REQUIRE(w.run_until([&] { return s.last(1) != nullptr; }));
+  CHECK(s.error_code(1) == proto::ErrorCode::invalid_request);
+  CHECK(proto::str(s.last(1)->body_as_Error()->message()).find("the worker program") != std::string::npos);
+  CHECK(w.ctx.starting_workers.empty());
+  CHECK(scope->worker_count == 0);
+  CHECK(w.ctx.workers.empty());
+}
+
 TEST_CASE("BlockingPool: a background pool's threads run niced, the others not") {
   auto niceness_in = [](BlockingPool& pool) {
     std::promise<int> seen;
