@@ -167,20 +167,34 @@ Status run_newgidmap(const std::string& program, pid_t pid, gid_t gid, gid_t sub
   return {};
 }
 
+// A child that waits for its parent: for one byte on `read_fd` (then runs `then`, if any), or
+// for EOF. It is a copy of us with a copy of every descriptor, the pipe's write end included:
+// it closes that first, or a supervisor killed before it ends the child would leave it waiting
+// forever (an orphan holding a copy of the supervisor's memory).
+}  // namespace
+
+int detail::wait_for_parent_in_child(void* p) {
+  const auto* a = static_cast<const WaitArgs*>(p);
+  ::close(a->write_fd);
+  char c;
+  ssize_t n;
+  do n = ::read(a->read_fd, &c, 1);
+  while (n < 0 && errno == EINTR);
+  if (n != 1) return EPIPE;
+  return a->then ? a->then() : 0;
+}
+
+namespace {
+
 // Probe for a non-root supervisor: a user namespace whose gid map newgidmap writes, in which
 // setgroups(0) then works. 0 or an errno; `why` says what failed.
 int probe_drop_groups(const HostOptions& o, gid_t subgid, std::string& why) {
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) < 0) return errno;
   UniqueFd r(pipefd[0]), w(pipefd[1]);
-  static int (*const fn)(void*) = [](void* fd) -> int {
-    char c;
-    if (::read(*static_cast<int*>(fd), &c, 1) != 1) return EPIPE;
-    return ::setgroups(0, nullptr) == 0 ? 0 : errno;
-  };
-  int rfd = r.get();
+  detail::WaitArgs args{r.get(), w.get(), [] { return ::setgroups(0, nullptr) == 0 ? 0 : errno; }};
   std::vector<char> stack(64 * 1024);
-  pid_t pid = ::clone(fn, stack.data() + stack.size(), CLONE_NEWUSER | SIGCHLD, &rfd);
+  pid_t pid = ::clone(detail::wait_for_parent_in_child, stack.data() + stack.size(), CLONE_NEWUSER | SIGCHLD, &args);
   if (pid < 0) return errno;
   Status st = write_file("/proc/" + std::to_string(pid) + "/uid_map",
                          std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1");
@@ -230,13 +244,9 @@ StatusOr<int> SandboxHost::owner_userns(uid_t uid, gid_t gid) const {
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) < 0) return Status::from_errno("idmap", errno, "pipe");
   UniqueFd r(pipefd[0]), w(pipefd[1]);
-  static int (*const wait_fn)(void*) = [](void* fd) -> int {
-    char c;
-    return static_cast<int>(::read(*static_cast<int*>(fd), &c, 1));
-  };
-  int rfd = r.get();
+  detail::WaitArgs args{r.get(), w.get(), nullptr};
   std::vector<char> stack(64 * 1024);
-  pid_t pid = ::clone(wait_fn, stack.data() + stack.size(), CLONE_NEWUSER | SIGCHLD, &rfd);
+  pid_t pid = ::clone(detail::wait_for_parent_in_child, stack.data() + stack.size(), CLONE_NEWUSER | SIGCHLD, &args);
   if (pid < 0) return Status::from_errno("idmap", errno, "clone(CLONE_NEWUSER)");
   const std::string proc = "/proc/" + std::to_string(pid);
   Status st = write_file(proc + "/uid_map", std::to_string(uid) + " " + std::to_string(options_.sandbox_uid) + " 1");
@@ -456,12 +466,8 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
     if (!err) {
       UniqueFd r(pipefd[0]), w(pipefd[1]);
       std::vector<char> stack(64 * 1024);
-      static int (*const wait_fn)(void*) = [](void* fd) -> int {
-        char c;
-        return static_cast<int>(::read(*static_cast<int*>(fd), &c, 1));
-      };
-      int rfd = r.get();
-      pid_t pid = ::clone(wait_fn, stack.data() + stack.size(), CLONE_NEWUSER | SIGCHLD, &rfd);
+      detail::WaitArgs args{r.get(), w.get(), nullptr};
+      pid_t pid = ::clone(detail::wait_for_parent_in_child, stack.data() + stack.size(), CLONE_NEWUSER | SIGCHLD, &args);
       if (pid < 0) err = errno;
       else {
         Status st = write_file("/proc/" + std::to_string(pid) + "/uid_map", "0 " + std::to_string(host->options_.sandbox_uid) + " 1");
@@ -475,7 +481,7 @@ std::unique_ptr<SandboxHost> SandboxHost::create(HostOptions options) {
           attr.userns_fd = static_cast<std::uint64_t>(ns.get());
           if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) < 0) err = errno;
         }
-        ::kill(pid, SIGKILL);  // it holds its own copy of the pipe: no EOF would come
+        ::kill(pid, SIGKILL);
         int status;
         ::waitpid(pid, &status, 0);
       }

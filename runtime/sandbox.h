@@ -84,6 +84,18 @@ struct SandboxLaunch {
 // nothing for a plain directory. The dir itself is left for the caller to remove.
 void release_temp_dir(const std::string& dir);
 
+namespace detail {
+// The body of the short-lived children the host clones into a user namespace of their own (to
+// write their id maps, or to keep the namespace for an idmap): waits for one byte on read_fd
+// (then returns then(), if any) or for EOF, after closing its own copy of write_fd, so that it
+// ends when its parent does, killed or not. Returns 0, EPIPE on EOF, or then()'s result.
+struct WaitArgs {
+  int read_fd, write_fd;
+  int (*then)();
+};
+int wait_for_parent_in_child(void* args);
+}  // namespace detail
+
 class SandboxHost {
  public:
   // Probes every layer (a few short-lived children; tens of ms) and prepares what launches share.

@@ -2,6 +2,9 @@
 #include <doctest/doctest.h>
 
 #include <asio/steady_timer.hpp>
+#include <sched.h>
+#include <sys/prctl.h>
+
 #include <set>
 #include <thread>
 
@@ -472,4 +475,47 @@ TEST_CASE("network namespaces from the spares are fresh, distinct and never the 
   struct stat after {};
   REQUIRE(::stat("/proc/thread-self/ns/net", &after) == 0);
   CHECK(after.st_ino == own.st_ino);
+}
+
+TEST_CASE("a user-namespace helper child ends with its parent, even one killed before it ends the child") {
+  // The parent clones the helper (as SandboxHost does for id maps and idmapped mounts), tells
+  // us its pid, and dies without killing it. The helper is reparented to us (a subreaper) and
+  // must exit on its own: EOF on its pipe once its parent's write end is gone.
+  REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+  int report[2];
+  REQUIRE(::pipe2(report, O_CLOEXEC) == 0);
+  pid_t parent = ::fork();
+  REQUIRE(parent >= 0);
+  if (parent == 0) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) ::_exit(1);
+    corral::detail::WaitArgs args{p[0], p[1], nullptr};
+    static char stack[64 * 1024];
+    pid_t helper = ::clone(corral::detail::wait_for_parent_in_child, stack + sizeof stack, CLONE_NEWUSER | SIGCHLD, &args);
+    if (helper < 0) ::_exit(2);
+    if (::write(report[1], &helper, sizeof helper) != sizeof helper) ::_exit(3);
+    ::_exit(0);  // killed, as far as the helper can tell: its write end goes with us
+  }
+  ::close(report[1]);
+  pid_t helper = -1;
+  REQUIRE(::read(report[0], &helper, sizeof helper) == sizeof helper);
+  ::close(report[0]);
+  int status = 0;
+  REQUIRE(::waitpid(parent, &status, 0) == parent);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  bool ended = false;
+  for (int i = 0; i < 200 && !ended; ++i) {
+    const pid_t r = ::waitpid(helper, &status, WNOHANG);
+    if (r == helper) ended = true;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!ended) {
+    ::kill(helper, SIGKILL);
+    ::waitpid(helper, &status, 0);
+  }
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+  CHECK_MESSAGE(ended, "the helper outlived its parent");
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == EPIPE);
 }
