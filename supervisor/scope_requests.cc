@@ -64,7 +64,8 @@ void ScopeRequests::on_create(const proto::Message& msg) {
     auto temp = std::make_shared<StatusOr<std::string>>(scope->temp_dir());
     asio::post(executor, [this, ctx, id, scope, weak, temp] {
       if (!temp->ok()) ctx->scopes->close(scope);
-      if (!weak.lock()) return;
+      auto keep = weak.lock();  // held to the end: a reply may end the session
+      if (!keep) return;
       if (!temp->ok())
         return s_.send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp->status().message());
       s_.queue(proto::make_scope_created(id, scope->id(), **temp));

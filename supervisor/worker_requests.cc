@@ -200,7 +200,8 @@ void WorkerRequests::on_start(const proto::Message& msg) {
     asio::post(executor, [this, job, weak, ctx, id, key, name, scope, argv0] {
       ctx->starting_workers.erase(key);
       --scope->worker_count;
-      if (!weak.lock()) return;  // the session is gone: nobody asked any more
+      auto keep = weak.lock();  // held to the end: a reply may end the session
+      if (!keep) return;  // the session is gone: nobody asked any more
       if (!job->error.ok()) return s_.send_error(id, job->error_code, job->error.message());
       launch_worker(id, key, name, scope, argv0, *job);
     });
