@@ -35,9 +35,11 @@ struct Context {
   // of new peers on a pool of their own, so that a slow fsync never delays a launch; cgroup
   // teardown (ExecSpec::teardown, up to a second each) and temp-dir removal on a third, so
   // that neither delays the other two.
+  // The teardown pool goes last of the three: what the others drop (a scope a job still held)
+  // may hand its teardown to it.
+  std::unique_ptr<BlockingPool> teardown;
   std::unique_ptr<BlockingPool> blocking;
   std::unique_ptr<BlockingPool> launcher;
-  std::unique_ptr<BlockingPool> teardown;
   std::unique_ptr<ScopeRegistry> scopes;
   std::unique_ptr<BackgroundTable> background;
   std::map<std::string, std::shared_ptr<class Worker>> workers;  // by "scope/name"

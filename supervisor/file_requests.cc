@@ -206,9 +206,14 @@ void FileRequests::on_file(const proto::Message& msg, const std::vector<std::uin
   }
   const std::uint64_t bytes = std::min<std::uint64_t>(payload.size() + reply, options.max_queued);
   s_.hold(bytes);
-  jobs_.push_back({id, payload, bytes, [fc, creds, type, scope](const proto::Message& m) {
+  // The job holds the scope weakly: a pool job (and a hand-back the loop never ran) must not be
+  // what keeps a scope alive past the pools' shutdown (supervisor/context.h).
+  std::weak_ptr<Scope> weak_scope = scope;
+  jobs_.push_back({id, payload, bytes, [fc, creds, type, weak_scope](const proto::Message& m) {
                      const std::uint64_t rid = m.request_id();
-                     auto temp = scope->temp_dir();
+                     auto held = weak_scope.lock();
+                     auto temp = held ? held->temp_dir() : StatusOr<std::string>(Status::error("scope", ENOENT, "the scope is gone"));
+                     held.reset();
                      if (!temp.ok())
                        return proto::make_error(rid, proto::ErrorCode::internal,
                                                 "cannot create the scope's temp dir: " + temp.status().message());

@@ -59,16 +59,24 @@ void ScopeRequests::on_create(const proto::Message& msg) {
   auto scope = s_.ctx().scopes->create(s_.peer().uid, parent, req.detach(), std::move(defaults).value());
   if (!req.detach()) owned_.push_back(scope);
   // Its temp dir (a tmpfs mount) is made off the loop; the reply names it.
+  // The job and its hand-back hold the scope weakly: neither may be what keeps it alive past the
+  // pools' shutdown (supervisor/context.h).
   Context* ctx = &s_.ctx();
-  ctx->blocking->submit([this, ctx, id, scope, weak = s_.weak(), executor = s_.io().get_executor()] {
-    auto temp = std::make_shared<StatusOr<std::string>>(scope->temp_dir());
-    asio::post(executor, [this, ctx, id, scope, weak, temp] {
-      if (!temp->ok()) ctx->scopes->close(scope);
+  std::weak_ptr<Scope> weak_scope = scope;
+  ctx->blocking->submit([this, ctx, id, weak_scope, weak = s_.weak(), executor = s_.io().get_executor()] {
+    auto held = weak_scope.lock();
+    auto temp = std::make_shared<StatusOr<std::string>>(held ? held->temp_dir()
+                                                             : StatusOr<std::string>(Status::error("scope", ENOENT, "closed")));
+    held.reset();
+    asio::post(executor, [this, ctx, id, weak_scope, weak, temp] {
+      auto made = weak_scope.lock();
+      if (made && !temp->ok()) ctx->scopes->close(made);
       auto keep = weak.lock();  // held to the end: a reply may end the session
       if (!keep) return;
+      if (!made) return s_.send_error(id, ErrorCode::not_found, "the scope was closed while it was being made");
       if (!temp->ok())
         return s_.send_error(id, ErrorCode::internal, "cannot create the scope's temp dir: " + temp->status().message());
-      s_.queue(proto::make_scope_created(id, scope->id(), **temp));
+      s_.queue(proto::make_scope_created(id, made->id(), **temp));
     });
   });
 }

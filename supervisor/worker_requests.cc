@@ -194,16 +194,21 @@ void WorkerRequests::on_start(const proto::Message& msg) {
   Context* ctx = &s_.ctx();
   ctx->starting_workers.insert(key);
   ++scope->worker_count;
-  ctx->launcher->submit([this, job, weak = s_.weak(), ctx, id, key, name, scope, argv0 = argv[0],
+  // The job and its hand-back hold the scope weakly (the spec's own hooks do too): neither may
+  // be what keeps it alive past the pools' shutdown (supervisor/context.h).
+  std::weak_ptr<Scope> weak_scope = scope;
+  ctx->launcher->submit([this, job, weak = s_.weak(), ctx, id, key, name, weak_scope, argv0 = argv[0],
                          executor = s_.io().get_executor()] {
     job->prepare();
-    asio::post(executor, [this, job, weak, ctx, id, key, name, scope, argv0] {
+    asio::post(executor, [this, job, weak, ctx, id, key, name, weak_scope, argv0] {
       ctx->starting_workers.erase(key);
-      --scope->worker_count;
+      auto held = weak_scope.lock();
+      if (held) --held->worker_count;
       auto keep = weak.lock();  // held to the end: a reply may end the session
       if (!keep) return;  // the session is gone: nobody asked any more
       if (!job->error.ok()) return s_.send_error(id, job->error_code, job->error.message());
-      launch_worker(id, key, name, scope, argv0, *job);
+      if (!held) return s_.send_error(id, ErrorCode::not_found, "the scope was closed while the worker was starting");
+      launch_worker(id, key, name, held, argv0, *job);
     });
   });
 }
