@@ -705,6 +705,22 @@ CgroupManager::~CgroupManager() {
   }
 }
 
+std::set<int> CgroupManager::hierarchies_for(const CgroupLimits& limits, bool extras) const {
+  // The memory hierarchy also when unlimited: it gives the peak and the OOM count.
+  std::set<int> needed;
+  for (int i : {memory_, extras ? cpu_accounting_ : -1, extras ? kill_ : -1})
+    if (i >= 0) needed.insert(i);
+  if (limits.pids && pids_ >= 0) needed.insert(pids_);
+  if (limits.cpus && cpu_ >= 0) needed.insert(cpu_);
+  return needed;
+}
+
+bool CgroupManager::born_into(const CgroupLimits& limits, bool extras) const {
+  for (int i : hierarchies_for(limits, extras))
+    if (hierarchies_[static_cast<std::size_t>(i)]->version->join_kind() == JoinKind::at_clone) return true;
+  return false;
+}
+
 StatusOr<std::unique_ptr<Cgroup>> CgroupManager::create_group(const std::string& name,
                                                               const CgroupLimits& limits, bool extras) {
   if (!valid_name(name))
@@ -730,12 +746,7 @@ StatusOr<std::unique_ptr<Cgroup>> CgroupManager::create_group(const std::string&
   if (limits.pids && pids_ < 0) return refuse("pids", caps_.pids_reason);
   if (limits.cpus && cpu_ < 0) return refuse("cpu", caps_.cpu_reason);
 
-  // The memory hierarchy also when unlimited: it gives the peak and the OOM count.
-  std::set<int> needed;
-  for (int i : {memory_, extras ? cpu_accounting_ : -1, extras ? kill_ : -1})
-    if (i >= 0) needed.insert(i);
-  if (limits.pids) needed.insert(pids_);
-  if (limits.cpus) needed.insert(cpu_);
+  const std::set<int> needed = hierarchies_for(limits, extras);
   if (needed.empty())
     return Status::error(
         "cgroup", 0,

@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -126,12 +127,17 @@ class CgroupManager {
   // command's PID namespace already ends its whole tree.
   StatusOr<std::unique_ptr<Cgroup>> create_group(const std::string& name, const CgroupLimits& limits,
                                                  bool extras = true);
+  // Whether create_group(…, limits, extras) would make a directory that a process joins at
+  // birth (CgroupJoin::clone_into: cgroup v2).
+  bool born_into(const CgroupLimits& limits, bool extras) const;
 
  private:
   CgroupManager() = default;
   void detect(const std::string& sysfs_root, const std::string& self_cgroup_file);
   std::function<void(const std::string&)> before_mkdir_;
   void probe();
+  // The hierarchies create_group() uses for `limits` (by index in hierarchies_).
+  std::set<int> hierarchies_for(const CgroupLimits& limits, bool extras) const;
 
   CgroupCapabilities caps_;
   std::vector<std::unique_ptr<cgroup_detail::Hierarchy>> hierarchies_;

@@ -1,4 +1,5 @@
 #include "runtime/execution.h"
+#include "runtime/prepared.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -412,7 +413,10 @@ struct Execution::State : std::enable_shared_from_this<State> {
       if (!ready.ok())
         l->sandbox = std::move(ready);
       else
-        l->sandbox = sp.host->launch(l->ss, *sp.policy, sp.temp_dir, sp.cgroup_name, sp.hold_for_authorization, sp.netns_fd);
+        l->sandbox = sp.prepared ? sp.prepared->launch(l->ss, *sp.policy, sp.temp_dir, sp.cgroup_name,
+                                                       sp.hold_for_authorization, sp.netns_fd)
+                                 : sp.host->launch(l->ss, *sp.policy, sp.temp_dir, sp.cgroup_name,
+                                                   sp.hold_for_authorization, sp.netns_fd);
       if (!sp.offload) return;
       // Everything moves on to the loop: the last reference to the execution is never dropped
       // on this thread (its descriptors and timers belong to the loop).

@@ -32,6 +32,13 @@ inline constexpr int kPipeBytes = 1 * MiB;
 // One read from a command's pipe, and so the largest output chunk sent to a client.
 inline constexpr std::size_t kReadChunk = 64 * KiB;
 
+// Prepared sandboxes (docs/design.md "Prepared sandboxes"): at most this many per scope (the
+// least recently used goes) and in all; a policy's view is prepared at its second command in a
+// scope (serve --prepare-after).
+inline constexpr std::size_t kPreparedPerScope = 4;
+inline constexpr std::size_t kMaxPreparedSandboxes = 64;
+inline constexpr unsigned kDefaultPrepareAfter = 2;
+
 // Authorized launch: how long a prepared command waits for its client's grant.
 inline constexpr milliseconds kAuthorizationDeadline{30'000};
 

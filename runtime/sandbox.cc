@@ -228,6 +228,7 @@ struct SandboxHost::Impl {
   std::mutex userns_mutex;      // guards owner_userns
   std::map<std::pair<uid_t, gid_t>, UniqueFd> owner_userns;  // owner -> sandbox ids, for idmaps
   UniqueFd host_netns;  // ours, to come back to after cloning into a scope's namespace
+  std::atomic<int> prepared_count{0};  // live PreparedSandboxes (bounded: limits::kMaxPreparedSandboxes)
   std::mutex spare_mutex;           // guards spare_netns
   std::vector<UniqueFd> spare_netns;  // fresh, unused network namespaces (take_network_namespace)
   // The death pipe: every sandbox's init watches the read end; the write end is ours alone
@@ -803,6 +804,14 @@ struct SandboxHost::LaunchParts {
 
 namespace {
 
+// RLIMIT_FSIZE, RLIMIT_NPROC and RLIMIT_CPU (0: none) for a command under `policy`.
+void plan_rlimits(const Policy& policy, std::uint64_t default_pids, std::uint64_t& fsize, std::uint64_t& nproc,
+                  std::uint64_t& cpu_s) {
+  fsize = policy.caps.max_file_size.value_or(0);
+  nproc = policy.caps.pids.value_or(default_pids);
+  cpu_s = policy.caps.cpu_time ? static_cast<std::uint64_t>((policy.caps.cpu_time->count() + 999) / 1000) + 1 : 0;
+}
+
 // The program as the child will exec it: the PATH candidates for argv[0], argv, envp, the
 // working directory and where each descriptor goes.
 void plan_exec(const SpawnSpec& spec, SandboxHost::LaunchParts& parts) {
@@ -983,9 +992,7 @@ Status SandboxHost::plan_confinement(const Policy& policy, LaunchParts& parts, S
   const bool full = policy.mode == Mode::danger_full_access;
   SandboxPlan& p = parts.plan;
   p.limit_core = true;
-  p.fsize_limit = policy.caps.max_file_size.value_or(0);
-  p.nproc_limit = policy.caps.pids.value_or(options_.default_pids);
-  if (policy.caps.cpu_time) p.cpu_limit_s = static_cast<std::uint64_t>((policy.caps.cpu_time->count() + 999) / 1000) + 1;
+  plan_rlimits(policy, options_.default_pids, p.fsize_limit, p.nproc_limit, p.cpu_limit_s);
 
   if (!full) {
     LandlockPolicy lp;
@@ -1065,6 +1072,122 @@ Status SandboxHost::plan_cgroup(const Policy& policy, const std::string& name, L
   return {};
 }
 
+// The sandbox's init, cloned into `flags`' namespaces (and the scope's network namespace when
+// `netns_fd` >= 0), born in `birth_group` where it has one (a move afterwards takes a global
+// lock: 5-15 ms); `born_in_group` says whether it was.
+StatusOr<Process> SandboxHost::clone_from_parent(int flags, SandboxPlan& p, int netns_fd, const UniqueFd& birth_group,
+                                                 bool& born_in_group) const {
+  born_in_group = false;
+  void* stack = ::mmap(nullptr, kInitStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return Status::from_errno("mmap", errno, "init stack");
+  // The scope's network namespace: the child is born in whatever namespace we are in.
+  if (netns_fd >= 0 && ::setns(netns_fd, CLONE_NEWNET) < 0) {
+    ::munmap(stack, kInitStackBytes);
+    return Status::from_errno("netns", errno, "joining the scope's network namespace");
+  }
+  int pidfd = -1;
+  pid_t pid = -1;
+  // A kernel (or a seccomp profile around us) without clone3 says so once; later launches go
+  // straight to clone and the move.
+  static std::atomic<bool> no_clone3{false};
+  if (birth_group && !no_clone3.load(std::memory_order_relaxed)) {
+    pid = clone_into_cgroup(flags, birth_group.get(), &pidfd);
+    if (pid == 0) ::_exit(sandbox::init_main(&p));  // the child, on its copy of this stack
+    if (pid < 0 && (errno == ENOSYS || errno == EPERM)) no_clone3.store(true, std::memory_order_relaxed);
+    born_in_group = pid > 0;
+  }
+  if (pid < 0) pid = ::clone(sandbox::init_main, static_cast<char*>(stack) + kInitStackBytes, flags, &p, &pidfd);
+  int clone_errno = errno;
+  if (netns_fd >= 0 && ::setns(impl_->host_netns.get(), CLONE_NEWNET) < 0) std::abort();
+  ::munmap(stack, kInitStackBytes);  // the child has its own copy of the mapping
+  if (pid < 0) return Status::from_errno("clone", clone_errno, "(user, mount, PID, IPC, UTS namespaces)");
+  return Process(pid, UniqueFd(pidfd));
+}
+
+// The parent's half of a sandbox's setup, before its "go": the id maps of its user namespace.
+Status SandboxHost::map_ids_from_parent(pid_t pid) const {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  Status st;
+  if (root_) {
+    st = write_file(proc + "/uid_map", "0 " + std::to_string(options_.sandbox_uid) + " 1");
+    if (st.ok()) st = write_file(proc + "/gid_map", "0 " + std::to_string(options_.sandbox_gid) + " 1");
+  } else if (impl_->subgid) {
+    st = write_file(proc + "/uid_map", std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1");
+    if (st.ok()) st = run_newgidmap(options_.newgidmap, pid, ::getegid(), *impl_->subgid);
+  } else {
+    st = write_file(proc + "/setgroups", "deny");
+    if (st.ok()) st = write_file(proc + "/uid_map", std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1");
+    if (st.ok()) st = write_file(proc + "/gid_map", std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1");
+  }
+  return st;
+}
+
+// The idmapped trees of root-owned writable roots, made through the child's user namespace and
+// sent with its "go", after which the child holds them.
+Status SandboxHost::go_from_parent(pid_t pid, LaunchParts& parts, int sync_fd) const {
+  std::vector<UniqueFd> parent_trees;
+  if (!parts.idmap_binds.empty()) {
+    const std::string proc = "/proc/" + std::to_string(pid);
+    UniqueFd ns(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!ns) return Status::from_errno("idmap", errno, proc + "/ns/user");
+    for (std::size_t k : parts.idmap_binds) {
+      const std::string& src = parts.binds[k].source.path;
+      UniqueFd tree(::open_tree(parts.binds[k].source.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH));
+      if (!tree) return Status::from_errno("idmap", errno, src);
+      struct mount_attr attr {};
+      attr.attr_set = MOUNT_ATTR_IDMAP;
+      attr.userns_fd = static_cast<std::uint64_t>(ns.get());
+      attr.propagation = MS_PRIVATE;  // as the other clones (plan_view)
+      if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0)
+        return Status::from_errno("idmap", errno, "idmapped mount of " + src);
+      parent_trees.push_back(std::move(tree));
+    }
+  }
+  static_assert(sandbox::kMaxBinds <= fd_passing::kMaxFds, "every idmapped bind fits in the go message");
+  int tree_fds[fd_passing::kMaxFds];
+  for (std::size_t k = 0; k < parent_trees.size(); ++k) tree_fds[k] = parent_trees[k].get();
+  if (int e = fd_passing::send_fds(sync_fd, 'g', tree_fds, parent_trees.size()))
+    return Status::from_errno("sync", e, "releasing the sandbox");
+  return {};
+}
+
+namespace {
+
+// The layers every sandboxed launch has, whichever path it took.
+void add_common_layers(const Policy& policy, bool drop_groups, bool idmapped, bool broker, bool temp_is_tmpfs,
+                       SandboxLaunch& out) {
+  for (Layer l : {Layer::user_ns, Layer::mount_ns, Layer::pid_ns, Layer::ipc_ns, Layer::uts_ns, Layer::cgroup_ns,
+                  Layer::mount_view, Layer::seccomp, Layer::caps_dropped, Layer::rlimits})
+    out.enforced.push_back(layer_name(l));
+  if (drop_groups) out.enforced.push_back(layer_name(Layer::groups_dropped));
+  if (policy.network == Network::denied) out.enforced.push_back(layer_name(Layer::net_ns));
+  if (idmapped) out.enforced.push_back(layer_name(Layer::idmapped_mounts));
+  if (broker) out.enforced.push_back(layer_name(Layer::host_ipc));
+  if (temp_is_tmpfs) out.enforced.push_back(layer_name(Layer::temp_size));
+}
+
+void add_cgroup_layers(const Policy& policy, const CgroupLimits& limits, SandboxLaunch& out) {
+  if (!out.cgroup) return;
+  if (limits.memory_bytes) out.enforced.push_back(layer_name(Layer::cgroup_memory));
+  if (limits.pids) out.enforced.push_back(layer_name(Layer::cgroup_pids));
+  if (policy.caps.cpus) out.enforced.push_back(layer_name(Layer::cgroup_cpu));
+  if (policy.caps.cpu_time) out.enforced.push_back(layer_name(Layer::cgroup_cpu_time));
+  if (out.cgroup->kills_at_once()) out.enforced.push_back(layer_name(Layer::cgroup_kill));
+}
+
+// A group that should hold init but does not (a failed join of the default bound alone) goes,
+// so that `enforced` does not list it. A group's member list no longer names an init that has
+// exited already (a quick command on a busy host): not holding it proves a failed join only
+// while init is alive, checked after.
+void drop_unjoined_group(SandboxLaunch& out, bool join_optional) {
+  if (out.cgroup && join_optional && !out.cgroup->holds(out.init.pid())) {
+    pollfd exited{out.init.pidfd(), POLLIN, 0};
+    if (::poll(&exited, 1, 0) == 0) out.cgroup.reset();
+  }
+}
+
+}  // namespace
+
 StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy& policy, const std::string& temp_dir,
                                             const std::string& name, bool hold, int netns_fd) const {
   if (spec.argv.empty() || spec.argv[0].empty()) return Status::invalid("empty argv");
@@ -1088,14 +1211,12 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   p.exec_fd = spec.exec_fd;
   p.landlock_fd = -1;
   p.release_fd = -1;
+  p.control_fd = -1;
   p.death_fd = impl_->death_read.get();
   p.root_tree = -1;
   if (Status st = plan_view(policy, temp_dir, *parts); !st.ok()) return st;
   if (Status st = plan_confinement(policy, *parts, out); !st.ok()) return st;
   if (Status st = plan_cgroup(policy, name, *parts, out); !st.ok()) return st;
-  const std::vector<BindSpec>& binds = parts->binds;
-  const std::vector<std::size_t>& idmap_binds = parts->idmap_binds;
-  std::vector<UniqueFd> parent_trees;  // idmapped workspaces, made after the clone and sent to the child
 
   // --- pipes, clone ---
   int sv[2];
@@ -1117,36 +1238,13 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   p.report_fd = report_write.get();
   p.exec.error_fd = err_write.get();
 
-  void* stack = ::mmap(nullptr, kInitStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) return Status::from_errno("mmap", errno, "init stack");
   int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD;
   if (p.new_net) flags |= CLONE_NEWNET;
-  // The scope's network namespace: the child is born in whatever namespace we are in.
-  if (join_net && ::setns(netns_fd, CLONE_NEWNET) < 0) {
-    ::munmap(stack, kInitStackBytes);
-    return Status::from_errno("netns", errno, "joining the scope's network namespace");
-  }
-  int pidfd = -1;
-  // Born in the group where a hierarchy allows it (a move afterwards takes a global lock:
-  // 5-15 ms); the others init joins itself (runtime/cgroup.h CgroupJoin).
-  const UniqueFd& birth_group = parts->join.clone_into;
   bool born_in_group = false;
-  pid_t pid = -1;
-  // A kernel (or a seccomp profile around us) without clone3 says so once; later launches go
-  // straight to clone and the move.
-  static std::atomic<bool> no_clone3{false};
-  if (birth_group && !no_clone3.load(std::memory_order_relaxed)) {
-    pid = clone_into_cgroup(flags, birth_group.get(), &pidfd);
-    if (pid == 0) ::_exit(sandbox::init_main(&p));  // the child, on its copy of this stack
-    if (pid < 0 && (errno == ENOSYS || errno == EPERM)) no_clone3.store(true, std::memory_order_relaxed);
-    born_in_group = pid > 0;
-  }
-  if (pid < 0) pid = ::clone(sandbox::init_main, static_cast<char*>(stack) + kInitStackBytes, flags, &p, &pidfd);
-  int clone_errno = errno;
-  if (join_net && ::setns(impl_->host_netns.get(), CLONE_NEWNET) < 0) std::abort();
-  ::munmap(stack, kInitStackBytes);  // the child has its own copy of the mapping
-  if (pid < 0) return Status::from_errno("clone", clone_errno, "(user, mount, PID, IPC, UTS namespaces)");
-  out.init = Process(pid, UniqueFd(pidfd));
+  auto init = clone_from_parent(flags, p, join_net ? netns_fd : -1, parts->join.clone_into, born_in_group);
+  if (!init.ok()) return init.status();
+  out.init = std::move(init).value();
+  const pid_t pid = out.init.pid();
   parts->cloned_trees.clear();  // the child holds its own copies
   sync_child.reset();
   err_write.reset();
@@ -1154,65 +1252,19 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   release_read.reset();
 
   // --- the parent's half of setup: ids, cgroup, idmapped mounts, then "go" ---
-  const std::string proc = "/proc/" + std::to_string(pid);
-  Status st;
-  if (root_) {
-    st = write_file(proc + "/uid_map", "0 " + std::to_string(options_.sandbox_uid) + " 1");
-    if (st.ok()) st = write_file(proc + "/gid_map", "0 " + std::to_string(options_.sandbox_gid) + " 1");
-  } else if (impl_->subgid) {
-    st = write_file(proc + "/uid_map", std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1");
-    if (st.ok()) st = run_newgidmap(options_.newgidmap, pid, ::getegid(), *impl_->subgid);
-  } else {
-    st = write_file(proc + "/setgroups", "deny");
-    if (st.ok()) st = write_file(proc + "/uid_map", std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1");
-    if (st.ok()) st = write_file(proc + "/gid_map", std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1");
-  }
+  Status st = map_ids_from_parent(pid);
   if (st.ok() && out.cgroup && !born_in_group) {
     Status moved = out.cgroup->add_after_clone(pid);  // init joins the others itself
     if (!parts->join_optional) st = moved;
   }
-  if (st.ok() && !idmap_binds.empty()) {
-    UniqueFd ns(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
-    if (!ns) st = Status::from_errno("idmap", errno, proc + "/ns/user");
-    for (std::size_t k = 0; st.ok() && k < idmap_binds.size(); ++k) {
-      const std::string& src = binds[idmap_binds[k]].source.path;
-      UniqueFd tree(::open_tree(binds[idmap_binds[k]].source.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH));
-      if (!tree) {
-        st = Status::from_errno("idmap", errno, src);
-        break;
-      }
-      struct mount_attr attr {};
-      attr.attr_set = MOUNT_ATTR_IDMAP;
-      attr.userns_fd = static_cast<std::uint64_t>(ns.get());
-      attr.propagation = MS_PRIVATE;  // as the other clones (above)
-      if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0) {
-        st = Status::from_errno("idmap", errno, "idmapped mount of " + src);
-        break;
-      }
-      parent_trees.push_back(std::move(tree));
-    }
-  }
+  if (st.ok()) st = go_from_parent(pid, *parts, sync_parent.get());
   if (!st.ok()) return st;  // `out.init` kills and reaps the child
-
-  static_assert(sandbox::kMaxBinds <= fd_passing::kMaxFds, "every idmapped bind fits in the go message");
-  int tree_fds[fd_passing::kMaxFds];
-  for (std::size_t k = 0; k < parent_trees.size(); ++k) tree_fds[k] = parent_trees[k].get();
-  if (int e = fd_passing::send_fds(sync_parent.get(), 'g', tree_fds, parent_trees.size()))
-    return Status::from_errno("sync", e, "releasing the sandbox");
-  parent_trees.clear();
 
   // EOF on the error pipe: the command has exec'd (init and the command both closed it). A
   // held launch stops at its "ready" report instead and keeps the pipe for release().
   bool ready = false;
   if (Status child = read_child_errors(err_read.get(), &spec, spec.argv[0], hold, &ready); !child.ok()) return child;
-  // init has joined its groups by now, or (the default bound alone) failed to: then the group
-  // holds nothing, and goes, so that `enforced` does not list it.
-  // A group's member list no longer names an init that has exited already (a quick command on
-  // a busy host): not holding it proves a failed join only while init is alive, checked after.
-  if (out.cgroup && parts->join_optional && !out.cgroup->holds(pid)) {
-    pollfd exited{out.init.pidfd(), POLLIN, 0};
-    if (::poll(&exited, 1, 0) == 0) out.cgroup.reset();
-  }
+  drop_unjoined_group(out, parts->join_optional);
   if (hold) {
     if (!ready) return Status::error("ready", EPIPE, "the prepared command vanished before it could be authorized");
     out.release_fd = std::move(release_write);
@@ -1222,22 +1274,242 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
 
   ::fcntl(report_read.get(), F_SETFL, O_NONBLOCK);
   out.report = std::move(report_read);
-  for (Layer l : {Layer::user_ns, Layer::mount_ns, Layer::pid_ns, Layer::ipc_ns, Layer::uts_ns, Layer::cgroup_ns,
-                  Layer::mount_view, Layer::seccomp, Layer::caps_dropped, Layer::rlimits})
-    out.enforced.push_back(layer_name(l));
-  if (p.drop_groups) out.enforced.push_back(layer_name(Layer::groups_dropped));
-  if (policy.network == Network::denied) out.enforced.push_back(layer_name(Layer::net_ns));
-  if (!idmap_binds.empty() || parts->idmapped_other) out.enforced.push_back(layer_name(Layer::idmapped_mounts));
-  if (parts->broker) out.enforced.push_back(layer_name(Layer::host_ipc));
-  if (parts->temp_is_tmpfs) out.enforced.push_back(layer_name(Layer::temp_size));
-  if (out.cgroup) {
-    if (parts->limits.memory_bytes) out.enforced.push_back(layer_name(Layer::cgroup_memory));
-    if (parts->limits.pids) out.enforced.push_back(layer_name(Layer::cgroup_pids));
-    if (policy.caps.cpus) out.enforced.push_back(layer_name(Layer::cgroup_cpu));
-    if (policy.caps.cpu_time) out.enforced.push_back(layer_name(Layer::cgroup_cpu_time));
-    if (out.cgroup->kills_at_once()) out.enforced.push_back(layer_name(Layer::cgroup_kill));
-  }
+  add_common_layers(policy, p.drop_groups, !parts->idmap_binds.empty() || parts->idmapped_other, parts->broker,
+                    parts->temp_is_tmpfs, out);
+  add_cgroup_layers(policy, parts->limits, out);
   return out;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Prepared sandboxes (docs/design.md "Prepared sandboxes")
+
+PreparedSandbox::~PreparedSandbox() {
+  control_.reset();  // the server sees EOF and exits; the Process kills and reaps it regardless
+  if (counter_) counter_->fetch_sub(1);
+}
+
+namespace {
+
+bool under_proc(const std::string& path) { return under(path, "/proc"); }
+
+}  // namespace
+
+std::optional<std::string> SandboxHost::prepared_key(const Policy& policy, int netns_fd) const {
+  // Root only: the server's commands map their ids to the server's (0, the sandbox uid on the
+  // host), and share the scope's network namespace where the network is denied, as every
+  // command of a root supervisor's scope does anyway.
+  if (!root_ || !impl_->death_read || !policy.sandboxed || policy.mode == Mode::danger_full_access || !policy.resolved)
+    return std::nullopt;
+  if (policy.network == Network::denied && (netns_fd < 0 || !impl_->host_netns)) return std::nullopt;
+  // Each command mounts its own /proc over the view's: nothing may be guarded or bound there.
+  for (const auto* list : {&policy.protect, &policy.deny_read, &options_.hidden_paths})
+    for (const auto& path : *list)
+      if (under_proc(path)) return std::nullopt;
+  for (const auto& b : policy.binds)
+    if (under_proc(b.target)) return std::nullopt;
+  // A group with a v2 directory is joined at birth (clone3), which a server running as the
+  // sandbox uid may not do; moving in afterwards takes the kernel's global lock.
+  CgroupLimits limits;
+  if (policy.caps.limits_memory()) limits.memory_bytes = policy.caps.memory_bytes;
+  if (policy.caps.limits_pids()) limits.pids = policy.caps.pids;
+  limits.cpus = policy.caps.cpus;
+  const bool default_memory =
+      !policy.caps.memory_bytes && options_.default_memory && impl_->cgroups->capabilities().memory;
+  if (default_memory) limits.memory_bytes = options_.default_memory;
+  if ((policy.caps.any_cgroup() || default_memory) && impl_->cgroups->born_into(limits, policy.caps.any_cgroup()))
+    return std::nullopt;
+  const ResolvedPaths& rp = *policy.resolved;
+  if (rp.workspaces.size() != policy.workspaces.size() || rp.bind_sources.size() != policy.binds.size() ||
+      rp.protect.size() != policy.protect.size() || rp.deny_read.size() != policy.deny_read.size())
+    return std::nullopt;
+  // The view's identity: every host path by the object it resolved to, so that a replaced
+  // workspace (or guarded file) is another view.
+  std::string key = std::string(mode_name(policy.mode)) + "|" + network_name(policy.network);
+  auto add = [&key](const char* tag, const std::string& path, std::uint64_t dev, std::uint64_t ino) {
+    key.append(tag).append(path).push_back('\0');
+    key.append(std::to_string(dev)).append(":").append(std::to_string(ino)).push_back('\0');
+  };
+  for (std::size_t i = 0; i < rp.workspaces.size(); ++i)
+    add("w", rp.workspaces[i].path, rp.workspaces[i].st.st_dev, rp.workspaces[i].st.st_ino);
+  for (std::size_t i = 0; i < policy.binds.size(); ++i)
+    add(policy.binds[i].writable ? "rw" : "ro", policy.binds[i].target + "<" + rp.bind_sources[i].path,
+        rp.bind_sources[i].st.st_dev, rp.bind_sources[i].st.st_ino);
+  for (const auto& h : rp.protect) add("p", h.path, h.st.st_dev, h.st.st_ino);
+  for (const auto& h : rp.deny_read) add("d", h.path, h.st.st_dev, h.st.st_ino);
+  for (const auto& a : policy.allow_sockets) add("s", a.path, a.dev, a.ino);
+  return key;
+}
+
+StatusOr<std::unique_ptr<PreparedSandbox>> SandboxHost::prepare(const Policy& policy, const std::string& temp_dir,
+                                                                 int netns_fd) const {
+  auto key = prepared_key(policy, netns_fd);
+  if (!key) return Status::error("prepared", ENOTSUP, "this policy is not run from a prepared sandbox on this host");
+  if (Status st = check(policy); !st.ok()) return st;
+  if (impl_->prepared_count.fetch_add(1) >= static_cast<int>(limits::kMaxPreparedSandboxes)) {
+    impl_->prepared_count.fetch_sub(1);
+    return Status::error("prepared", ENOSPC, "every prepared sandbox this supervisor keeps is in use");
+  }
+  std::unique_ptr<PreparedSandbox> ps(new PreparedSandbox());
+  ps->counter_ = &impl_->prepared_count;
+  ps->key_ = *key;
+
+  auto parts = std::make_unique<LaunchParts>();
+  SandboxPlan& p = parts->plan;
+  p.inside_uid = 0;
+  p.inside_gid = 0;
+  p.drop_groups = true;
+  p.new_mount = true;
+  p.exec_fd = -1;
+  p.landlock_fd = -1;
+  p.release_fd = -1;
+  p.report_fd = -1;
+  p.death_fd = impl_->death_read.get();
+  p.root_tree = -1;
+  p.prepared = true;
+  SandboxLaunch confinement;  // the layers plan_confinement adds (Landlock)
+  if (Status st = plan_view(policy, temp_dir, *parts); !st.ok()) return st;
+  if (Status st = plan_confinement(policy, *parts, confinement); !st.ok()) return st;
+
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) return Status::from_errno("socketpair", errno);
+  UniqueFd sync_parent(sv[0]), sync_child(sv[1]);
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) return Status::from_errno("socketpair", errno);
+  ps->control_.reset(sv[0]);
+  UniqueFd control_child(sv[1]);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
+  UniqueFd err_read(fds[0]), err_write(fds[1]);
+  p.sync_fd = sync_child.get();
+  p.control_fd = control_child.get();
+  p.exec.error_fd = err_write.get();
+
+  // No PID namespace: the server clones each command's init with CLONE_PARENT, which the
+  // kernel refuses to a namespace's init.
+  const int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD;
+  bool born = false;
+  auto server = clone_from_parent(flags, p, policy.network == Network::denied ? netns_fd : -1, UniqueFd(), born);
+  if (!server.ok()) return server.status();
+  ps->server_ = std::move(server).value();
+  parts->cloned_trees.clear();
+  sync_child.reset();
+  control_child.reset();
+  err_write.reset();
+  Status st = map_ids_from_parent(ps->server_.pid());
+  if (st.ok()) st = go_from_parent(ps->server_.pid(), *parts, sync_parent.get());
+  if (!st.ok()) return st;
+  // EOF once the view is built (the server closes the pipe and waits for requests).
+  if (Status child = read_child_errors(err_read.get(), nullptr, "the prepared sandbox", false, nullptr); !child.ok())
+    return child;
+  pollfd exited{ps->server_.pidfd(), POLLIN, 0};
+  if (::poll(&exited, 1, 0) != 0) return Status::error("prepared", ECHILD, "the prepared sandbox ended while it was built");
+  ps->landlock_ = !confinement.enforced.empty();
+  ps->drop_groups_ = p.drop_groups;
+  ps->idmapped_ = !parts->idmap_binds.empty() || parts->idmapped_other;
+  ps->broker_ = parts->broker;
+  ps->temp_is_tmpfs_ = parts->temp_is_tmpfs;
+  return ps;
+}
+
+StatusOr<SandboxLaunch> SandboxHost::launch_prepared(PreparedSandbox& ps, const SpawnSpec& spec, const Policy& policy,
+                                                     const std::string& name) const {
+  if (spec.argv.empty() || spec.argv[0].empty()) return Status::invalid("empty argv");
+  if (spec.exec_fd >= 0 || spec.fds.size() > 3)
+    return Status::error("prepared", ENOTSUP, "a program by descriptor, or descriptors beyond stdin, stdout and stderr");
+  for (const auto& m : spec.fds)
+    if (m.target < 0 || m.target > 2) return Status::error("prepared", ENOTSUP, "a descriptor beyond stderr");
+  if (ps.broken()) return Status::error("prepared", EPIPE, "the prepared sandbox is gone");
+  SandboxLaunch out;
+  auto parts = std::make_unique<LaunchParts>();
+  plan_exec(spec, *parts);
+  if (ps.landlock_) out.enforced.push_back(layer_name(Layer::landlock));
+  if (Status st = plan_cgroup(policy, name, *parts, out); !st.ok()) return st;
+  if (parts->join.clone_into) return Status::error("prepared", ENOTSUP, "a cgroup v2 group is joined at birth");
+
+  // The strings, in a memfd the server maps.
+  std::string blob;
+  for (const auto& a : parts->argv_store) blob.append(a).push_back('\0');
+  for (const auto& e : parts->env_store) blob.append(e).push_back('\0');
+  for (const auto& c : parts->candidates) blob.append(c).push_back('\0');
+  if (!spec.cwd.empty()) blob.append(spec.cwd).push_back('\0');
+  UniqueFd memfd(static_cast<int>(::syscall(SYS_memfd_create, "corral-command", MFD_CLOEXEC)));
+  if (!memfd) return Status::from_errno("prepared", errno, "memfd_create");
+  for (std::size_t done = 0; done < blob.size();) {
+    const ssize_t n = ::write(memfd.get(), blob.data() + done, blob.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::from_errno("prepared", n < 0 ? errno : EIO, "writing the command's strings");
+    done += static_cast<std::size_t>(n);
+  }
+  sandbox::PreparedRequest req {};
+  req.magic = sandbox::kPreparedMagic;
+  req.argc = static_cast<std::uint32_t>(parts->argv_store.size());
+  req.envc = static_cast<std::uint32_t>(parts->env_store.size());
+  req.pathc = static_cast<std::uint32_t>(parts->candidates.size());
+  req.blob_size = blob.size();
+  req.has_cwd = spec.cwd.empty() ? 0 : 1;
+  req.join_count = static_cast<std::uint32_t>(parts->join.self.size());
+  req.join_optional = parts->join_optional ? 1 : 0;
+  req.fd_count = static_cast<std::uint32_t>(spec.fds.size());
+  for (std::size_t i = 0; i < spec.fds.size(); ++i) req.fd_targets[i] = spec.fds[i].target;
+  req.first_closed_fd = parts->plan.exec.first_closed_fd;
+  plan_rlimits(policy, options_.default_pids, req.fsize_limit, req.nproc_limit, req.cpu_limit_s);
+
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) return Status::from_errno("socketpair", errno);
+  UniqueFd sync_parent(sv[0]), sync_child(sv[1]);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
+  UniqueFd err_read(fds[0]), err_write(fds[1]);
+  if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
+  UniqueFd report_read(fds[0]), report_write(fds[1]);
+  int send[sandbox::kPreparedMaxFds];
+  std::size_t count = 0;
+  for (int fd : {memfd.get(), sync_child.get(), err_write.get(), report_write.get()}) send[count++] = fd;
+  for (const auto& j : parts->join.self) send[count++] = j.get();
+  for (const auto& m : spec.fds) send[count++] = m.source;
+
+  {
+    // One request at a time on the control socket; the server answers each at once.
+    std::lock_guard<std::mutex> lock(ps.mutex_);
+    auto broken = [&ps](int err, const std::string& what) {
+      ps.broken_ = true;
+      return Status::error("prepared", err, what);
+    };
+    if (int e = fd_passing::send_message(ps.control_.get(), &req, sizeof req, send, count))
+      return broken(e, "sending a command to the prepared sandbox");
+    pollfd answer{ps.control_.get(), POLLIN, 0};
+    int ready;
+    do ready = ::poll(&answer, 1, 10'000);
+    while (ready < 0 && errno == EINTR);
+    if (ready <= 0) return broken(ready == 0 ? ETIMEDOUT : errno, "the prepared sandbox did not answer");
+    sandbox::PreparedReply reply {};
+    int pidfd = -1;
+    std::size_t got_fds = 0;
+    const ssize_t got = fd_passing::receive_message(ps.control_.get(), &reply, sizeof reply, &pidfd, 1, &got_fds);
+    UniqueFd pidfd_owner(got_fds ? pidfd : -1);
+    if (got != static_cast<ssize_t>(sizeof reply)) return broken(got < 0 ? errno : EPIPE, "the prepared sandbox is gone");
+    if (reply.pid <= 0 || !pidfd_owner)
+      return Status::error("prepared", reply.err ? reply.err : EPROTO, "the prepared sandbox could not start the command");
+    out.init = Process(reply.pid, std::move(pidfd_owner));
+  }
+  memfd.reset();
+  sync_child.reset();
+  err_write.reset();
+  report_write.reset();
+  if (int e = fd_passing::send_fds(sync_parent.get(), 'g', nullptr, 0)) return Status::from_errno("sync", e, "releasing the command");
+  if (Status child = read_child_errors(err_read.get(), &spec, spec.argv[0], false, nullptr); !child.ok()) {
+    // The command init's own steps fail alike for every command: the prepared sandbox is no good.
+    if (child.step() == sandbox::step_name(static_cast<int>(sandbox::Step::own_ids)) ||
+        child.step() == sandbox::step_name(static_cast<int>(sandbox::Step::mount_proc))) {
+      ps.broken_ = true;
+      return Status::error("prepared", child.err(), child.message());
+    }
+    return child;
+  }
+  drop_unjoined_group(out, parts->join_optional);
+  ::fcntl(report_read.get(), F_SETFL, O_NONBLOCK);
+  out.report = std::move(report_read);
+  add_common_layers(policy, ps.drop_groups_, ps.idmapped_, ps.broker_, ps.temp_is_tmpfs_, out);
+  add_cgroup_layers(policy, parts->limits, out);
+  return out;
+}
 }  // namespace corral

@@ -9,8 +9,11 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +26,10 @@
 #include "runtime/status.h"
 
 namespace corral {
+
+namespace sandbox {
+struct SandboxPlan;
+}
 
 struct HostOptions {
   // A root supervisor runs commands as this unprivileged host uid/gid (serve --sandbox-uid),
@@ -78,6 +85,32 @@ struct SandboxLaunch {
   UniqueFd release_fd;  // write end: one byte 'g' releases
   UniqueFd error_read;  // the error pipe, read to EOF after the release
   std::string program;  // argv[0], for messages
+};
+
+// A prepared sandbox (docs/design.md "Prepared sandboxes"): a server already in one scope's
+// namespaces and in the mount view of one policy, which starts each command from there
+// (SandboxHost::launch_prepared) in its own user, PID, mount and IPC namespaces with its own
+// /proc. Thread-safe. Destroying it ends the server; the commands it started are not its own.
+class PreparedSandbox {
+ public:
+  ~PreparedSandbox();
+  PreparedSandbox(const PreparedSandbox&) = delete;
+  PreparedSandbox& operator=(const PreparedSandbox&) = delete;
+  const std::string& key() const { return key_; }
+  // The server failed or is gone: launch_prepared() refuses; make another.
+  bool broken() const { return broken_.load(); }
+  pid_t server_pid() const { return server_.pid(); }  // for tests
+
+ private:
+  friend class SandboxHost;
+  PreparedSandbox() = default;
+  std::string key_;
+  Process server_;
+  UniqueFd control_;  // SOCK_SEQPACKET: PreparedRequest out, PreparedReply and a pidfd back
+  std::mutex mutex_;  // one request at a time on control_
+  std::atomic<bool> broken_{false};
+  std::atomic<int>* counter_ = nullptr;  // the host's count of live ones
+  bool landlock_ = false, drop_groups_ = false, idmapped_ = false, broker_ = false, temp_is_tmpfs_ = false;
 };
 
 // Unmounts a scope temp dir that adopt_temp_dir() mounted (its files go with the mount);
@@ -136,6 +169,23 @@ class SandboxHost {
   // a host that cannot share namespaces.
   void refill_network_namespaces(std::size_t count) const;
 
+  // The identity of the view `policy` (normalized) would get in a scope whose network
+  // namespace is `netns_fd`: its mode, network and every host path by the object it resolved
+  // to. None when such a command is not run from a prepared sandbox here: a non-root
+  // supervisor, full access, no shared network namespace, a guard or bind under /proc, or a
+  // cgroup v2 group (joined at birth, which a prepared sandbox's server may not do).
+  std::optional<std::string> prepared_key(const Policy& policy, int netns_fd) const;
+  // Builds a prepared sandbox for `policy` in a scope (its temp dir and network namespace),
+  // about as long as one launch. At most limits::kMaxPreparedSandboxes live at once (step
+  // "prepared", ENOSPC past that).
+  StatusOr<std::unique_ptr<PreparedSandbox>> prepare(const Policy& policy, const std::string& temp_dir,
+                                                     int netns_fd) const;
+  // launch(), from a prepared sandbox of `policy`'s key: the same command, the same layers, the
+  // same `enforced`. A failure of the prepared sandbox itself (not of the command) has step
+  // "prepared" (and marks it broken where it is); the caller may then launch() as usual.
+  StatusOr<SandboxLaunch> launch_prepared(PreparedSandbox& prepared, const SpawnSpec& spec, const Policy& policy,
+                                          const std::string& name) const;
+
   struct Impl;
   struct LaunchParts;  // what launch() builds before the clone (sandbox.cc)
 
@@ -144,6 +194,11 @@ class SandboxHost {
   Status plan_view(const Policy& policy, const std::string& temp_dir, LaunchParts& parts) const;
   Status plan_confinement(const Policy& policy, LaunchParts& parts, SandboxLaunch& out) const;
   Status plan_cgroup(const Policy& policy, const std::string& name, LaunchParts& parts, SandboxLaunch& out) const;
+  // After the plan: the clone, the id maps, and the "go" with the idmapped trees.
+  StatusOr<Process> clone_from_parent(int flags, sandbox::SandboxPlan& plan, int netns_fd, const UniqueFd& birth_group,
+                                      bool& born_in_group) const;
+  Status map_ids_from_parent(pid_t pid) const;
+  Status go_from_parent(pid_t pid, LaunchParts& parts, int sync_fd) const;
   // Root: a user namespace mapping host uid/gid (a workspace's owner) to the sandbox uid/gid,
   // for idmapped mounts; made once per owner and kept (the fd is borrowed from the cache).
   StatusOr<int> owner_userns(uid_t uid, gid_t gid) const;

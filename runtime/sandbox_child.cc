@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/signalfd.h>
 #include <sys/prctl.h>
@@ -73,6 +74,8 @@ const char* step_name(int step) {
     case Step::ready: return "ready";
     case Step::cgroup_ns: return "cgroup-ns";
     case Step::cgroup_join: return "cgroup-join";
+    case Step::own_ids: return "own-ids";
+    case Step::prepared: return "prepared";
   }
   return child::step_name(static_cast<child::Step>(step));
 }
@@ -436,6 +439,11 @@ void build_mount_view(SandboxPlan& plan, Sources& src) {
     // The whole host tree, read-only (5.12+). Adding MNT_READONLY is allowed even on mounts
     // whose flags are locked by the user namespace; removing it would not be.
     if (set_readonly(AT_FDCWD, "/", AT_RECURSIVE, true) < 0) fail(plan, Step::mount_root_ro, errno);
+    // A prepared sandbox's commands each mount their own /proc over the host's, from user
+    // namespaces of their own, where the kernel allows a new proc mount only while one as
+    // permissive is there already: the host's stays writable here. No command ever sees it
+    // (prepared_command_init mounts over it before the command exists; a failed mount ends it).
+    if (plan.prepared && set_readonly(AT_FDCWD, "/proc", 0, false) < 0) fail(plan, Step::mount_proc, errno);
   }
   // The binds come in order: the temp dir at /tmp (and /var/tmp) first, then the workspace
   // roots and --bind.
@@ -479,8 +487,10 @@ void build_mount_view(SandboxPlan& plan, Sources& src) {
 
   if (plan.empty_run && set_readonly(AT_FDCWD, "/run", 0, true) < 0) fail(plan, Step::mount_run, errno);
 
-  // /proc of the command's own PID namespace (we are its PID 1).
-  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) < 0) fail(plan, Step::mount_proc, errno);
+  // /proc of the command's own PID namespace (we are its PID 1). A prepared sandbox's server
+  // has no PID namespace of its own: each command's init mounts its own (mount_own_proc).
+  if (!plan.prepared && ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) < 0)
+    fail(plan, Step::mount_proc, errno);
 
   apply_guards(plan);
 
@@ -661,45 +671,8 @@ void close_all_except(int* keep, std::size_t n) {
   }
 }
 
-}  // namespace
-
-int init_main(void* arg) {
-  SandboxPlan& plan = *static_cast<SandboxPlan*>(arg);
-
-  child::reset_signals_in_child();
-  sigset_t all;
-  sigfillset(&all);
-  ::sigprocmask(SIG_SETMASK, &all, nullptr);  // init takes signals from a signalfd only
-  // We are a copy of the supervisor, with every fd it had: keep only ours. Above all the write
-  // end of the death pipe (which must stay the supervisor's alone), the supervisor's ends of
-  // our own pipes (so that its death is an EOF here), and its instance lock.
-  {
-    // Also the bind trees the parent cloned from its descriptors and the worker program's
-    // descriptor (runtime/host_path.h: what was checked is what is used).
-    int keep[9 + 4 + 16 + kMaxBinds];
-    std::size_t n = 0;
-    for (int fd : {plan.sync_fd, plan.report_fd, plan.exec.error_fd, plan.landlock_fd, plan.release_fd, plan.death_fd,
-                   plan.init_landlock_fd, plan.exec_fd})
-      keep[n++] = fd;
-    for (std::size_t i = 0; i < plan.cgroup_join_count && i < 4; ++i) keep[n++] = plan.cgroup_join_fds[i];
-    for (std::size_t i = 0; i < plan.exec.fd_count && i < 16; ++i) keep[n++] = plan.exec.fds[i].source;
-    for (std::size_t i = 0; i < plan.bind_count; ++i)
-      if (plan.binds[i].tree_fd >= 0) keep[n++] = plan.binds[i].tree_fd;
-    keep[n++] = plan.root_tree;
-    close_all_except(keep, n);
-  }
-  // The supervisor may have died before we closed our copy of its death pipe's write end.
-  if (plan.death_fd >= 0) {
-    struct pollfd pfd {plan.death_fd, POLLIN, 0};
-    if (::poll(&pfd, 1, 0) > 0) ::_exit(137);
-  }
-  // The marker every supervisor looks for to refuse peers inside any corral sandbox
-  // (supervisor/peer.h): PID 1 of its namespace, named corral-init. Keep both.
-  ::prctl(PR_SET_NAME, "corral-init", 0, 0, 0);
-
-  int parent_fds[kMaxBinds];
-  std::size_t parent_fd_count = 0;
-  wait_for_parent(plan, parent_fds, parent_fd_count);
+// Into the groups init joins itself, then a cgroup namespace rooted there.
+void join_cgroup(const SandboxPlan& plan) {
   // Into the groups we join ourselves ("0": this thread, the only one); the parent has had us
   // born in the other one, if any (runtime/cgroup.h CgroupJoin).
   for (std::size_t i = 0; i < plan.cgroup_join_count && i < 4; ++i) {
@@ -709,28 +682,11 @@ int init_main(void* arg) {
   // We are in our cgroup (if any): a cgroup namespace rooted here makes
   // /proc/self/cgroup read "/" instead of the supervisor's and the host's cgroup paths.
   if (::unshare(CLONE_NEWCGROUP) < 0) fail(plan, Step::cgroup_ns, errno);
-  // init is a copy of the supervisor, memory and environment included: nothing in the sandbox
-  // may read it (ptrace is also refused by seccomp, and the command holds no capability).
-  // Only after the sync: a non-dumpable process's /proc/PID files belong to root, and a
-  // non-root supervisor could no longer write our uid_map, gid_map and setgroups. Until
-  // then nothing runs in the sandbox that could look.
-  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) fail(plan, Step::sync, errno);
+}
 
-  // Raw system calls for the credentials: glibc's wrappers would first try to signal every
-  // other thread of the supervisor we were copied from (its setxid protocol), which are not
-  // here. We are single-threaded; the kernel's calls change exactly us.
-  if (plan.drop_groups && ::syscall(SYS_setgroups, 0, nullptr) < 0) fail(plan, Step::ids, errno);
-  if (::sethostname("corral", 6) < 0) fail(plan, Step::hostname, errno);
-  if (plan.new_net) bring_loopback_up(plan);
-  Sources sources;
-  if (plan.new_mount) {
-    open_sources(plan, parent_fds, parent_fd_count, sources);
-    enter_root_tree(plan);
-  }
-  if (::syscall(SYS_setresgid, plan.inside_gid, plan.inside_gid, plan.inside_gid) < 0) fail(plan, Step::ids, errno);
-  if (::syscall(SYS_setresuid, plan.inside_uid, plan.inside_uid, plan.inside_uid) < 0) fail(plan, Step::ids, errno);
-  if (plan.new_mount) build_mount_view(plan, sources);
-
+// init, from the command's descriptors on: rlimits, the broker, init's own Landlock domain,
+// the command's fork, then PID 1 until the command ends.
+[[noreturn]] void run_init(SandboxPlan& plan) {
   // Place stdin/stdout/stderr (the same two-phase move as the bare path).
   if (int err = child::place_fds_in_child(plan.exec.fds, plan.exec.fd_count, plan.exec.first_closed_fd))
     fail(plan, Step::fork, err);
@@ -800,6 +756,246 @@ int init_main(void* arg) {
     }
   }
   supervise(plan, command, listener >= 0 ? &broker : nullptr);
+}
+
+// "<n> <n> 1": an id mapped to itself.
+std::size_t identity_map(char* buf, std::uint32_t id) {
+  char digits[16];
+  std::size_t n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + id % 10);
+    id /= 10;
+  } while (id);
+  std::size_t len = 0;
+  for (int copy = 0; copy < 2; ++copy) {
+    for (std::size_t i = n; i > 0; --i) buf[len++] = digits[i - 1];
+    buf[len++] = ' ';
+  }
+  buf[len++] = '1';
+  return len;
+}
+
+void write_own(const SandboxPlan& plan, const char* path, const char* data, std::size_t len) {
+  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) fail(plan, Step::own_ids, errno);
+  if (::write(fd, data, len) != static_cast<ssize_t>(len)) fail(plan, Step::own_ids, errno);
+  ::close(fd);
+}
+
+// A command's init in a prepared sandbox: a copy of the server, born (CLONE_PARENT) as the
+// supervisor's own child in new user, PID, mount and IPC namespaces. It mounts its own /proc,
+// maps its ids to the server's, joins its cgroup, waits for the supervisor's "go", and goes on
+// as init does (run_init). docs/design.md "Prepared sandboxes".
+[[noreturn]] void prepared_command_init(SandboxPlan& plan) {
+  {
+    int keep[6 + 4 + 16];
+    std::size_t n = 0;
+    for (int fd : {plan.sync_fd, plan.report_fd, plan.exec.error_fd, plan.landlock_fd, plan.death_fd, plan.init_landlock_fd})
+      keep[n++] = fd;
+    for (std::size_t i = 0; i < plan.cgroup_join_count && i < 4; ++i) keep[n++] = plan.cgroup_join_fds[i];
+    for (std::size_t i = 0; i < plan.exec.fd_count && i < 16; ++i) keep[n++] = plan.exec.fds[i].source;
+    close_all_except(keep, n);  // the server's control socket above all
+  }
+  if (plan.death_fd >= 0) {
+    struct pollfd pfd {plan.death_fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 0) > 0) ::_exit(137);
+  }
+  // Our own /proc first: the view's host /proc is read-only, and our id maps are written
+  // through /proc/self, whose files belong to global root while we are not dumpable. Nothing
+  // but us runs in our namespaces yet.
+  if (::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0) fail(plan, Step::own_ids, errno);
+  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) < 0) fail(plan, Step::mount_proc, errno);
+  char map[48];
+  write_own(plan, "/proc/self/setgroups", "deny", 4);
+  write_own(plan, "/proc/self/uid_map", map, identity_map(map, plan.inside_uid));
+  write_own(plan, "/proc/self/gid_map", map, identity_map(map, plan.inside_gid));
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) fail(plan, Step::own_ids, errno);
+  join_cgroup(plan);
+  int parent_fds[kMaxBinds];
+  std::size_t parent_fd_count = 0;
+  wait_for_parent(plan, parent_fds, parent_fd_count);
+  for (std::size_t i = 0; i < parent_fd_count; ++i) ::close(parent_fds[i]);
+  run_init(plan);
+}
+
+// One request: its strings mapped (the mappings go with our copy after the clone), the plan's
+// per-command fields set, and the command's init cloned. `pidfd` gets that init's pidfd.
+void serve_one(SandboxPlan& plan, const PreparedRequest& req, const int* fds, std::size_t n, PreparedReply& reply,
+               int& pidfd) {
+  const std::size_t fixed = 4 + req.join_count;
+  reply = {-1, EINVAL};
+  if (req.magic != kPreparedMagic || req.join_count > 4 || req.fd_count > 16 || n != fixed + req.fd_count ||
+      req.argc == 0 || req.argc > kPreparedMaxStrings || req.envc > kPreparedMaxStrings ||
+      req.pathc > kPreparedMaxStrings || req.blob_size == 0 || req.blob_size > (std::uint64_t{1} << 31))
+    return;
+  const std::size_t size = static_cast<std::size_t>(req.blob_size);
+  void* blob = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fds[0], 0);
+  if (blob == MAP_FAILED) {
+    reply.err = errno;
+    return;
+  }
+  const std::size_t ptr_bytes = (req.argc + 1 + req.envc + 1 + req.pathc) * sizeof(char*);
+  void* ptrs = ::mmap(nullptr, ptr_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (ptrs == MAP_FAILED) {
+    reply.err = errno;
+    ::munmap(blob, size);
+    return;
+  }
+  char** argv = static_cast<char**>(ptrs);
+  char** envp = argv + req.argc + 1;
+  const char** paths = const_cast<const char**>(envp + req.envc + 1);
+  char* p = static_cast<char*>(blob);
+  char* const end = p + size;
+  bool ok = true;
+  auto next = [&]() -> char* {
+    void* nul = ok ? std::memchr(p, 0, static_cast<std::size_t>(end - p)) : nullptr;
+    if (!nul) {
+      ok = false;
+      return nullptr;
+    }
+    char* s = p;
+    p = static_cast<char*>(nul) + 1;
+    return s;
+  };
+  for (std::uint32_t i = 0; i < req.argc; ++i) argv[i] = next();
+  argv[req.argc] = nullptr;
+  for (std::uint32_t i = 0; i < req.envc; ++i) envp[i] = next();
+  envp[req.envc] = nullptr;
+  for (std::uint32_t i = 0; i < req.pathc; ++i) paths[i] = next();
+  char* cwd = req.has_cwd ? next() : nullptr;
+  if (ok) {
+    static child::FdMove moves[16];
+    for (std::uint32_t i = 0; i < req.fd_count; ++i) moves[i] = {fds[fixed + i], req.fd_targets[i]};
+    plan.exec.argv = argv;
+    plan.exec.envp = envp;
+    plan.exec.exec_paths = paths;
+    plan.exec.exec_path_count = req.pathc;
+    plan.exec.cwd = cwd;
+    plan.exec.fds = moves;
+    plan.exec.fd_count = req.fd_count;
+    plan.exec.first_closed_fd = req.first_closed_fd;
+    sigemptyset(&plan.exec.child_sigmask);
+    plan.sync_fd = fds[1];
+    plan.exec.error_fd = fds[2];
+    plan.report_fd = fds[3];
+    for (std::uint32_t i = 0; i < req.join_count; ++i) plan.cgroup_join_fds[i] = fds[4 + i];
+    plan.cgroup_join_count = req.join_count;
+    plan.cgroup_join_optional = req.join_optional != 0;
+    plan.fsize_limit = req.fsize_limit;
+    plan.cpu_limit_s = req.cpu_limit_s;
+    plan.nproc_limit = req.nproc_limit;
+    plan.exec_fd = -1;
+    plan.release_fd = -1;
+    plan.new_net = false;
+    // A raw clone, fork-like, as for the command (see run_init).
+    const unsigned long flags = CLONE_PARENT | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_PIDFD;
+    const pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, flags, nullptr, &pidfd, nullptr, 0UL));
+    if (pid == 0) prepared_command_init(plan);
+    if (pid < 0) {
+      reply.err = errno;
+      pidfd = -1;
+    } else {
+      reply = {pid, 0};
+    }
+  }
+  ::munmap(ptrs, ptr_bytes);
+  ::munmap(blob, size);
+}
+
+// A prepared sandbox's server, once its view is built: ready (the error pipe's EOF), then one
+// command per request until the supervisor closes the control socket or dies.
+[[noreturn]] void serve_prepared(SandboxPlan& plan) {
+  {
+    int keep[4] = {plan.control_fd, plan.death_fd, plan.landlock_fd, plan.init_landlock_fd};
+    close_all_except(keep, 4);  // the error pipe among them: EOF, ready
+  }
+  // Descriptors 0-2 stay taken, so that what a request brings never lands where a command's
+  // stdin, stdout and stderr go (its init places those over these).
+  for (int fd = 0; fd <= 2; ++fd)
+    if (::fcntl(fd, F_GETFD) < 0 && ::open("/dev/null", O_RDWR) != fd) ::_exit(127);
+  for (;;) {
+    struct pollfd fds[2] = {{plan.control_fd, POLLIN, 0}, {plan.death_fd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) continue;  // EINTR
+    if (fds[1].revents) ::_exit(0);        // the supervisor is gone
+    if (!fds[0].revents) continue;
+    PreparedRequest req {};
+    int rfds[kPreparedMaxFds];
+    std::size_t n = 0;
+    const ssize_t got = fd_passing::receive_message(plan.control_fd, &req, sizeof req, rfds, kPreparedMaxFds, &n);
+    if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) ::_exit(0);  // closed: torn down
+    if (got < 0) continue;
+    PreparedReply reply {-1, EINVAL};
+    int pidfd = -1;
+    if (got == static_cast<ssize_t>(sizeof req)) serve_one(plan, req, rfds, n, reply, pidfd);
+    for (std::size_t i = 0; i < n; ++i) ::close(rfds[i]);
+    if (fd_passing::send_message(plan.control_fd, &reply, sizeof reply, &pidfd, pidfd >= 0 ? 1 : 0) != 0) ::_exit(0);
+    if (pidfd >= 0) ::close(pidfd);
+  }
+}
+
+}  // namespace
+
+int init_main(void* arg) {
+  SandboxPlan& plan = *static_cast<SandboxPlan*>(arg);
+
+  child::reset_signals_in_child();
+  sigset_t all;
+  sigfillset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, nullptr);  // init takes signals from a signalfd only
+  // We are a copy of the supervisor, with every fd it had: keep only ours. Above all the write
+  // end of the death pipe (which must stay the supervisor's alone), the supervisor's ends of
+  // our own pipes (so that its death is an EOF here), and its instance lock.
+  {
+    // Also the bind trees the parent cloned from its descriptors and the worker program's
+    // descriptor (runtime/host_path.h: what was checked is what is used).
+    int keep[10 + 4 + 16 + kMaxBinds];
+    std::size_t n = 0;
+    for (int fd : {plan.sync_fd, plan.report_fd, plan.exec.error_fd, plan.landlock_fd, plan.release_fd, plan.death_fd,
+                   plan.init_landlock_fd, plan.exec_fd, plan.control_fd})
+      keep[n++] = fd;
+    for (std::size_t i = 0; i < plan.cgroup_join_count && i < 4; ++i) keep[n++] = plan.cgroup_join_fds[i];
+    for (std::size_t i = 0; i < plan.exec.fd_count && i < 16; ++i) keep[n++] = plan.exec.fds[i].source;
+    for (std::size_t i = 0; i < plan.bind_count; ++i)
+      if (plan.binds[i].tree_fd >= 0) keep[n++] = plan.binds[i].tree_fd;
+    keep[n++] = plan.root_tree;
+    close_all_except(keep, n);
+  }
+  // The supervisor may have died before we closed our copy of its death pipe's write end.
+  if (plan.death_fd >= 0) {
+    struct pollfd pfd {plan.death_fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 0) > 0) ::_exit(137);
+  }
+  // The marker every supervisor looks for to refuse peers inside any corral sandbox
+  // (supervisor/peer.h): PID 1 of its namespace, named corral-init. Keep both.
+  ::prctl(PR_SET_NAME, "corral-init", 0, 0, 0);
+
+  int parent_fds[kMaxBinds];
+  std::size_t parent_fd_count = 0;
+  wait_for_parent(plan, parent_fds, parent_fd_count);
+  join_cgroup(plan);
+  // init is a copy of the supervisor, memory and environment included: nothing in the sandbox
+  // may read it (ptrace is also refused by seccomp, and the command holds no capability).
+  // Only after the sync: a non-dumpable process's /proc/PID files belong to root, and a
+  // non-root supervisor could no longer write our uid_map, gid_map and setgroups. Until
+  // then nothing runs in the sandbox that could look.
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) fail(plan, Step::sync, errno);
+
+  // Raw system calls for the credentials: glibc's wrappers would first try to signal every
+  // other thread of the supervisor we were copied from (its setxid protocol), which are not
+  // here. We are single-threaded; the kernel's calls change exactly us.
+  if (plan.drop_groups && ::syscall(SYS_setgroups, 0, nullptr) < 0) fail(plan, Step::ids, errno);
+  if (::sethostname("corral", 6) < 0) fail(plan, Step::hostname, errno);
+  if (plan.new_net) bring_loopback_up(plan);
+  Sources sources;
+  if (plan.new_mount) {
+    open_sources(plan, parent_fds, parent_fd_count, sources);
+    enter_root_tree(plan);
+  }
+  if (::syscall(SYS_setresgid, plan.inside_gid, plan.inside_gid, plan.inside_gid) < 0) fail(plan, Step::ids, errno);
+  if (::syscall(SYS_setresuid, plan.inside_uid, plan.inside_uid, plan.inside_uid) < 0) fail(plan, Step::ids, errno);
+  if (plan.new_mount) build_mount_view(plan, sources);
+  if (plan.prepared) serve_prepared(plan);
+  run_init(plan);
 }
 
 }  // namespace corral::sandbox

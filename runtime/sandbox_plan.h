@@ -44,6 +44,8 @@ enum class Step : int {
   cgroup_ns,       // a cgroup namespace rooted at the sandbox's own cgroup
   mount_root,      // entering the root tree the parent cloned (SandboxPlan::root_tree)
   cgroup_join,     // moving init into its own cgroup v1 groups (SandboxPlan::cgroup_join_fds)
+  own_ids,         // a prepared sandbox's command init writing its own id maps
+  prepared,        // a prepared sandbox's server taking a request
 };
 const char* step_name(int step);
 
@@ -152,6 +154,39 @@ struct SandboxPlan {
   // does not depend on credentials or on which thread launched us, as PR_SET_PDEATHSIG would.
   int death_fd;                         // -1: none (tests of the engine alone)
   const sock_fprog* seccomp;            // nullptr: none
+
+  // A prepared sandbox's fork server (SandboxHost::prepare): no PID namespace and no /proc of
+  // its own; once the view is built it closes the error pipe (EOF: ready) and serves
+  // PreparedRequests on control_fd until EOF there or on the death pipe (serve_prepared).
+  bool prepared;
+  int control_fd;
+};
+
+// One command for a prepared sandbox's fork server, sent on its control socket with these
+// descriptors, in order: the memfd of the strings, the command init's sync socket, the error
+// pipe's and the report pipe's write ends, `join_count` cgroup join fds, then `fd_count`
+// descriptors for the command, placed at `fd_targets`. The memfd holds `argc` arguments, `envc`
+// environment entries and `pathc` exec paths, each NUL-terminated, then the working directory
+// when `has_cwd`. The server clones the command's init (CLONE_PARENT: the supervisor's own
+// child) and answers with a PreparedReply and that init's pidfd.
+inline constexpr std::uint32_t kPreparedMagic = 0x43525052;  // "CRPR"
+inline constexpr std::size_t kPreparedMaxFds = 4 + 4 + 16;
+inline constexpr std::uint32_t kPreparedMaxStrings = 1u << 20;
+struct PreparedRequest {
+  std::uint32_t magic;
+  std::uint32_t argc, envc, pathc;
+  std::uint64_t blob_size;
+  std::uint32_t has_cwd;
+  std::uint32_t join_count;
+  std::uint32_t join_optional;
+  std::uint32_t fd_count;
+  std::int32_t fd_targets[16];
+  std::int32_t first_closed_fd;
+  std::uint64_t fsize_limit, cpu_limit_s, nproc_limit;
+};
+struct PreparedReply {
+  std::int32_t pid;  // > 0: the command's init, whose pidfd comes with the reply
+  std::int32_t err;  // else the errno of the step that failed
 };
 
 // The function clone() runs: becomes init (PID 1), sets everything up, forks the command,

@@ -30,6 +30,8 @@ struct TempDirRemoval {
 
 Scope::~Scope() {
   close();
+  // The servers first (on the pool: each is a kill and a reap), then the temp dir they show.
+  if (prepared && offload) offload([p = std::move(prepared)]() mutable { p.reset(); });
   if (netns_ >= 0) ::close(netns_);
   if (dir_.empty()) return;
   auto removal = std::make_shared<TempDirRemoval>(TempDirRemoval{dir_});
@@ -101,6 +103,7 @@ void Scope::close() {
 std::shared_ptr<Scope> ScopeRegistry::make(std::string id, uid_t owner) {
   auto scope = std::make_shared<Scope>(std::move(id), owner, temp_root_, host_);
   scope->offload = offload_;
+  if (host_ && prepare_after_) scope->prepared = std::make_shared<PreparedSandboxes>(host_, prepare_after_);
   return scope;
 }
 

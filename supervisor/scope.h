@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "runtime/policy.h"
+#include "runtime/prepared.h"
 #include "runtime/status.h"
 
 namespace corral {
@@ -52,9 +53,9 @@ class Scope : public std::enable_shared_from_this<Scope> {
   Ceiling ceiling = Ceiling::none;
 
   // The temp dir and the network namespace are made on first use, by whichever thread needs
-  // them first: a command's launch on the launcher pool, or the loop for a worker's start, a
-  // file request or a scope's creation. Safe from any thread; the lock is never held while
-  // they are made.
+  // them first, never the loop: a command's launch or a worker's start on the launcher pool, a
+  // file request or a scope's creation on the file pool. Safe from any thread; the lock is
+  // never held while they are made.
 
   // The temp dir, created on first call (0700, owned by the sandbox uid for a root supervisor;
   // a tmpfs where the host has layer temp-size).
@@ -85,6 +86,10 @@ class Scope : public std::enable_shared_from_this<Scope> {
   // Where the temp dir is removed (a tree of files, a tmpfs's unmount: not on the loop). Empty:
   // in the destructor. A removal the pool drops at shutdown still happens, on the dropping thread.
   std::function<void(std::function<void()>)> offload;
+  // The scope's prepared sandboxes (runtime/prepared.h): its commands start from them once a
+  // policy's view has been seen (serve --prepare-after). Null: none. A launch holds it while it
+  // runs; the scope's destructor hands its last reference (ending the servers) to `offload`.
+  std::shared_ptr<PreparedSandboxes> prepared;
 
  private:
   std::string id_;
@@ -105,9 +110,10 @@ class Scope : public std::enable_shared_from_this<Scope> {
 class ScopeRegistry {
  public:
   // `offload` runs each scope's temp-dir removal (Scope::offload).
+  // `prepare_after`: each scope's PreparedSandboxes (runtime/prepared.h); 0: none.
   ScopeRegistry(std::string temp_root, const SandboxHost* host,
-                std::function<void(std::function<void()>)> offload = {})
-      : temp_root_(std::move(temp_root)), host_(host), offload_(std::move(offload)) {}
+                std::function<void(std::function<void()>)> offload = {}, unsigned prepare_after = 0)
+      : temp_root_(std::move(temp_root)), host_(host), offload_(std::move(offload)), prepare_after_(prepare_after) {}
 
   // A connection's implicit scope (not listed, not closable by id).
   std::shared_ptr<Scope> make_implicit(uid_t owner);
@@ -125,6 +131,7 @@ class ScopeRegistry {
   std::string temp_root_;
   const SandboxHost* host_;
   std::function<void(std::function<void()>)> offload_;
+  unsigned prepare_after_;
   std::uint64_t next_id_ = 1;
   std::map<std::string, std::shared_ptr<Scope>> scopes_;
 };

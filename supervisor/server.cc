@@ -340,6 +340,7 @@ Status validate(const ServerOptions& o) {
                            format_size(limits::kMaxTempSize));
   if (o.max_worker_queued < 64 * 1024 || o.max_worker_queued > limits::GiB)
     return Status::invalid("--max-worker-queued must be between 64K and 1G");
+  if (o.prepare_after > 1000) return Status::invalid("--prepare-after must be between 0 (never) and 1000");
   if (o.max_in_flight < 1 || o.max_in_flight > 65536)
     return Status::invalid("--max-in-flight must be between 1 and 65536");
   if (o.max_queued < 64 * 1024 || o.max_queued > limits::GiB)
@@ -440,7 +441,8 @@ Status serve(const ServerOptions& options_in) {
   for (const auto& d : ctx.defaults)
     if (!d.enforced) spdlog::warn("default bound {} is not enforced: {}", d.name, d.how);
 
-  ctx.scopes = std::make_unique<ScopeRegistry>(options.temp_root, ctx.host.get(), ctx.teardown->submitter());
+  ctx.scopes = std::make_unique<ScopeRegistry>(options.temp_root, ctx.host.get(), ctx.teardown->submitter(),
+                                               options.prepare_after);
   ctx.teardown->submit([host = ctx.host.get()] { host->refill_network_namespaces(kSpareNetworkNamespaces); });
   ctx.background = std::make_unique<BackgroundTable>(io);
   Server server(io, ctx, std::move(listen_fd).value(), signals);

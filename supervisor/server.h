@@ -26,6 +26,8 @@ struct ServerOptions {
   unsigned max_connections_per_uid = limits::kDefaultMaxConnectionsPerUid;  // the smaller of the two applies
   std::chrono::milliseconds hello_timeout = limits::kDefaultHelloTimeout;
   unsigned max_in_flight = limits::kDefaultMaxInFlight;        // requests per connection
+  // A policy's view is prepared at its Nth command in a scope (runtime/prepared.h); 0: never.
+  unsigned prepare_after = limits::kDefaultPrepareAfter;
   std::uint64_t max_queued = limits::kDefaultMaxQueued;        // bytes queued per client
   std::uint64_t max_worker_queued = limits::kDefaultMaxWorkerQueued;  // bytes queued per worker
   std::uint64_t temp_size = limits::kDefaultTempSize;  // each scope temp dir's tmpfs; 0: host dirs

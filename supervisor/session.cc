@@ -50,6 +50,7 @@ std::optional<ExecSpec> Session::prepare_spec(std::uint64_t id, const proto::Exe
     }
   }
   spec->host = c.host.get();
+  spec->prepared = scope.prepared;
   spec->offload = c.launcher->submitter();
   spec->teardown = c.teardown->submitter();
   spec->cgroup_name = cgroup_prefix + std::to_string(++c.launches);

@@ -35,6 +35,7 @@
 
 #include <atomic>
 #include <map>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -85,6 +86,12 @@ std::vector<std::string> serve_flags(std::vector<std::string> extra) {
   // nobody has no /etc/subgid range: the sandboxes keep the supervisor's supplementary groups,
   // which spawn_as leaves empty (escape_test 26 covers the layer itself).
   if (nonroot()) extra.insert(extra.begin(), "--allow-supplementary-groups");
+  // The prepared-sandbox run (escape_test_prepared): every command of a scope, its first
+  // included, starts from a prepared sandbox.
+  if (const char* after = std::getenv("CORRAL_ESCAPE_PREPARE_AFTER")) {
+    extra.insert(extra.begin(), after);
+    extra.insert(extra.begin(), "--prepare-after");
+  }
   return extra;
 }
 
@@ -339,6 +346,21 @@ struct ByMode {
 };
 
 }  // namespace
+
+TEST_CASE("0. commands start from prepared sandboxes exactly when the run asks for them") {
+  // Inside a prepared sandbox the command's user namespace maps its ids onto the server's (0);
+  // a usual launch's maps them onto the host's sandbox uid. So the prepared run (tests/
+  // CMakeLists.txt escape_test_prepared) cannot pass by quietly launching as usual.
+  Supervisor s;
+  auto r = client({"exec", "--", "cat", "/proc/self/uid_map"}, s.socket());
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  std::istringstream fields(r.out);
+  std::string inside, outside;
+  fields >> inside >> outside;
+  const bool prepared = std::getenv("CORRAL_ESCAPE_PREPARE_AFTER") && !nonroot();
+  INFO("uid_map: " << r.out);
+  CHECK(outside == (prepared ? "0" : std::to_string(nobody().uid)));
+}
 
 TEST_CASE("1. writes outside the writable roots: direct, symlink, /proc/self/root, hard link, rename") {
   Supervisor s;

@@ -98,6 +98,11 @@ void add_serve(CLI::App& app, Runners& runners) {
   serve->add_option("--max-in-flight", serve_opts.max_in_flight, "requests in flight per connection")
       ->type_name("N")->check(CLI::Range(1u, 1'000'000u).description(""))
       ->capture_default_str();
+  serve->add_option("--prepare-after", serve_opts.prepare_after,
+                    "a scope's Nth command with one policy prepares a sandbox (namespaces and mount view) that "
+                    "its later commands with that policy start from; root supervisors only; 0: never")
+      ->type_name("N")->check(CLI::Range(0u, 1000u).description(""))
+      ->capture_default_str();
   serve->add_option("--max-queued", a->max_queued,
                     "bytes queued for one client (replies promised to its requests included) before its "
                     "commands' output is paused and its requests are no longer read (back-pressure)")
