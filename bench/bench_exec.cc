@@ -20,6 +20,9 @@
 //   BM_ExecNoDefaultMemory  the default policy with --memory 0: without the memory cgroup that
 //                       the default memory bound gives every command.
 //   BM_ExecMemoryCap    the default policy with --memory 256M: an explicit cap's groups.
+//   BM_ExecNotPrepared  BM_ExecEndToEnd on a second supervisor with --prepare-after 0: every
+//                       command builds its namespaces and view, where BM_ExecEndToEnd's start
+//                       from a prepared sandbox (runtime/prepared.h) from the second one on.
 //   BM_Exec*            end to end in each mode (read_only, workspace_write, danger_full_access)
 //                       with network denied (the scope's own network namespace) and allowed (none):
 //                       BM_ExecReadOnly, BM_ExecReadOnlyNetAllowed, BM_ExecEndToEnd,
@@ -279,8 +282,8 @@ void BM_StatusRoundTrip(benchmark::State& state) {
 }
 BENCHMARK(BM_StatusRoundTrip)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-void exec_loop(benchmark::State& state, const proto::ExecArgs& args) {
-  Supervisor* s = supervisor(state, "bench_exec");
+void exec_loop(benchmark::State& state, const proto::ExecArgs& args, bool prepared = true) {
+  Supervisor* s = supervisor(state, "bench_exec", prepared);
   if (!s) return;
   proto::Client& client = s->client();
   Latencies lat(state);
@@ -318,6 +321,16 @@ void BM_ExecEndToEnd(benchmark::State& state) {
   exec_loop(state, args);
 }
 BENCHMARK(BM_ExecEndToEnd)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// BM_ExecEndToEnd on a supervisor that never prepares sandboxes (serve --prepare-after 0):
+// every command builds its namespaces and view. Against BM_ExecEndToEnd (which, from its
+// second command on, starts from a prepared sandbox), what preparing saves.
+void BM_ExecNotPrepared(benchmark::State& state) {
+  proto::ExecArgs args;
+  args.argv = {kProgram};
+  exec_loop(state, args, /*prepared=*/false);
+}
+BENCHMARK(BM_ExecNotPrepared)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // The default policy with --memory 0 (unlimited, said explicitly): no memory cgroup per command.
 // Against BM_ExecEndToEnd, what the default memory bound costs.
@@ -444,5 +457,8 @@ int main(int argc, char** argv) {
                 e2e->p50_us / bwrap->p50_us);
   else
     std::printf("ratio default execute/bwrap: needs BM_Bwrap in the same run\n");
+  if (const auto* usual = reporter.find("BM_ExecNotPrepared"))
+    std::printf("ratio default execute from a prepared sandbox/without: %.2fx (mean), %.2fx (p50)\n",
+                e2e->mean_us / usual->mean_us, e2e->p50_us / usual->p50_us);
   return 0;
 }

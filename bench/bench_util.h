@@ -63,7 +63,9 @@ inline int reap_within_5s(pid_t pid, const char* late) {
 
 class Supervisor {
  public:
-  static std::unique_ptr<Supervisor> start(std::string& error, const char* client_name) {
+  // `extra`: one more `serve` option and its value (e.g. {"--prepare-after", "0"}), or none.
+  static std::unique_ptr<Supervisor> start(std::string& error, const char* client_name,
+                                           std::pair<const char*, const char*> extra = {nullptr, nullptr}) {
     std::string dir = "/tmp/corral-bench-XXXXXX";
     if (!::mkdtemp(dir.data())) {
       error = "mkdtemp failed";
@@ -82,7 +84,7 @@ class Supervisor {
       if (::getppid() != parent) ::_exit(126);
       ::dup2(log, 1);
       ::dup2(log, 2);
-      const char* argv[] = {CORRAL_BINARY, "serve", "--socket", s->socket_.c_str(), nullptr};
+      const char* argv[] = {CORRAL_BINARY, "serve", "--socket", s->socket_.c_str(), extra.first, extra.second, nullptr};
       ::execv(CORRAL_BINARY, const_cast<char* const*>(argv));
       ::_exit(127);
     }
@@ -152,15 +154,24 @@ struct SharedSupervisor {
 };
 inline SharedSupervisor g_shared;
 
-inline Supervisor* supervisor(benchmark::State& state, const char* client_name) {
-  if (!g_shared.tried) {
-    g_shared.tried = true;
-    g_shared.s = Supervisor::start(g_shared.error, client_name);
+// A second one that never prepares sandboxes (serve --prepare-after 0), for the same
+// benchmark both ways in one run.
+inline SharedSupervisor g_unprepared;
+
+inline Supervisor* supervisor(benchmark::State& state, const char* client_name, bool prepared = true) {
+  SharedSupervisor& shared = prepared ? g_shared : g_unprepared;
+  if (!shared.tried) {
+    shared.tried = true;
+    shared.s = prepared ? Supervisor::start(shared.error, client_name)
+                        : Supervisor::start(shared.error, client_name, {"--prepare-after", "0"});
   }
-  if (!g_shared.s) state.SkipWithError(("cannot start corral serve: " + g_shared.error).c_str());
-  return g_shared.s.get();
+  if (!shared.s) state.SkipWithError(("cannot start corral serve: " + shared.error).c_str());
+  return shared.s.get();
 }
-inline void stop_supervisor() { g_shared.s.reset(); }  // SIGTERM, reap, remove the socket dir
+inline void stop_supervisor() {  // SIGTERM, reap, remove the socket dir
+  g_shared.s.reset();
+  g_unprepared.s.reset();
+}
 
 // Per-call latencies (µs) -> p50/p90/p99 counters.
 class Latencies {
