@@ -412,11 +412,12 @@ struct Execution::State : std::enable_shared_from_this<State> {
       Status ready = sp.before_launch ? sp.before_launch(sp) : Status{};
       if (!ready.ok())
         l->sandbox = std::move(ready);
+      else if (auto prepared = sp.prepared.lock())
+        l->sandbox = prepared->launch(l->ss, *sp.policy, sp.temp_dir, sp.cgroup_name, sp.hold_for_authorization,
+                                      sp.netns_fd);
       else
-        l->sandbox = sp.prepared ? sp.prepared->launch(l->ss, *sp.policy, sp.temp_dir, sp.cgroup_name,
-                                                       sp.hold_for_authorization, sp.netns_fd)
-                                 : sp.host->launch(l->ss, *sp.policy, sp.temp_dir, sp.cgroup_name,
-                                                   sp.hold_for_authorization, sp.netns_fd);
+        l->sandbox = sp.host->launch(l->ss, *sp.policy, sp.temp_dir, sp.cgroup_name, sp.hold_for_authorization,
+                                     sp.netns_fd);
       if (!sp.offload) return;
       // Everything moves on to the loop: the last reference to the execution is never dropped
       // on this thread (its descriptors and timers belong to the loop).

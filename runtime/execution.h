@@ -64,8 +64,9 @@ struct ExecSpec {
   std::string cgroup_name;  // unique per command, e.g. "cmd-42"
   int netns_fd = -1;        // network denied: the scope's network namespace (borrowed), -1 fresh
   // The scope's prepared sandboxes (runtime/prepared.h), which decide whether the command starts
-  // from one; null: every launch as usual.
-  std::shared_ptr<class PreparedSandboxes> prepared;
+  // from one; none (or gone with a closed scope): every launch as usual. Weak: a spec outlives
+  // its launch (a background command's record), and the servers go when the scope closes.
+  std::weak_ptr<class PreparedSandboxes> prepared;
   // Sandboxed only: runs first on the launch's thread (see `offload`) and may fill temp_dir and
   // netns_fd, which nothing reads before the launch. The supervisor makes a new scope's temp
   // dir (a mount) and network namespace there, not on its event loop. A failure is the

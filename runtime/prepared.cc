@@ -1,12 +1,24 @@
 #include "runtime/prepared.h"
 
+#include <cerrno>
 #include <vector>
 
 namespace corral {
 
 namespace {
 constexpr std::size_t kMaxTracked = 256;  // views counted or refused per scope
+
+// A failure that another try may not meet: the total in use, a full temp dir or process table,
+// a descriptor or memory shortage.
+bool transient(int err) {
+  switch (err) {
+    case EBUSY: case EAGAIN: case ENOSPC: case EMFILE: case ENFILE: case ENOMEM: case EINTR: case ETIMEDOUT:
+      return true;
+    default:
+      return false;
+  }
 }
+}  // namespace
 
 PreparedSandboxes::~PreparedSandboxes() = default;
 
@@ -37,15 +49,17 @@ StatusOr<SandboxLaunch> PreparedSandboxes::launch(const SpawnSpec& spec, const P
         ready_.splice(ready_.begin(), ready_, it);
         break;
       }
-    if (!prepared && !failed_.count(*key)) {
+    if (!prepared && !failed_.count(*key) && !making_.count(*key)) {
       if (seen_.size() >= kMaxTracked && !seen_.count(*key)) seen_.clear();
       make = ++seen_[*key] >= prepare_after_;
+      if (make) making_.insert(*key);  // one at a time per view; the others launch as usual
     }
   }
   if (make) {
     auto made = host_->prepare(policy, temp_dir, netns_fd);
-    std::shared_ptr<PreparedSandbox> evicted;
+    std::shared_ptr<PreparedSandbox> evicted;  // ended outside the lock
     std::lock_guard<std::mutex> lock(mutex_);
+    making_.erase(*key);
     if (made.ok()) {
       prepared = std::move(made).value();
       seen_.erase(*key);
@@ -54,9 +68,11 @@ StatusOr<SandboxLaunch> PreparedSandboxes::launch(const SpawnSpec& spec, const P
         evicted = std::move(ready_.back());
         ready_.pop_back();
       }
-    } else if (made.status().err() != ENOSPC) {  // over the total: another time
+    } else if (transient(made.status().err())) {
+      seen_[*key] = 0;  // tried again after as many commands again
+    } else {
       if (failed_.size() >= kMaxTracked) failed_.clear();
-      failed_.insert(*key);
+      failed_.insert(*key);  // this view cannot be prepared here: not tried again
     }
   }
   if (!prepared) return usual();

@@ -41,6 +41,7 @@ class PreparedSandboxes {
   mutable std::mutex mutex_;
   std::map<std::string, unsigned> seen_;  // launches per view not prepared yet (bounded)
   std::set<std::string> failed_;          // views that could not be prepared: not tried again
+  std::set<std::string> making_;          // views being prepared now
   std::list<std::shared_ptr<PreparedSandbox>> ready_;  // most recently used first
 };
 

@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -229,6 +230,9 @@ struct SandboxHost::Impl {
   std::map<std::pair<uid_t, gid_t>, UniqueFd> owner_userns;  // owner -> sandbox ids, for idmaps
   UniqueFd host_netns;  // ours, to come back to after cloning into a scope's namespace
   std::atomic<int> prepared_count{0};  // live PreparedSandboxes (bounded: limits::kMaxPreparedSandboxes)
+  UniqueFd mounts_fd{::open("/proc/self/mounts", O_RDONLY | O_CLOEXEC)};  // polled for changes
+  std::mutex mounts_mutex;   // guards mounts_digest
+  std::string mounts_digest;  // of our mount table, as the views copy it (host_mounts_generation)
   std::mutex spare_mutex;           // guards spare_netns
   std::vector<UniqueFd> spare_netns;  // fresh, unused network namespaces (take_network_namespace)
   // The death pipe: every sandbox's init watches the read end; the write end is ours alone
@@ -1283,6 +1287,47 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
 // ---------------------------------------------------------------------------------------------
 // Prepared sandboxes (docs/design.md "Prepared sandboxes")
 
+void PreparedSandbox::fail_from_parent() {
+  broken_ = true;
+  ::shutdown(control_.get(), SHUT_RDWR);  // no late answer is ever read
+  server_.signal_group(SIGKILL);          // reaped with this object
+}
+
+namespace {
+
+// How long a prepared sandbox's server may take to answer a request (a clone): past it, it is
+// stalled (stopped, or starved) and dropped.
+constexpr int kPreparedAnswerMs = 2000;
+
+// After a lost answer: the init the server cloned for it, if any, is the supervisor's own child
+// (CLONE_PARENT) and names itself on the sync socket ('h', with the kernel's credentials). It is
+// killed and reaped here. EOF: no init took the socket.
+void reap_unanswered_init(int sync_fd) {
+  pollfd p{sync_fd, POLLIN, 0};
+  if (::poll(&p, 1, 1000) <= 0 || !(p.revents & POLLIN)) return;
+  char byte = 0;
+  struct iovec iov {&byte, 1};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(struct ucred))];
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  if (::recvmsg(sync_fd, &msg, MSG_DONTWAIT) != 1 || byte != 'h') return;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_CREDENTIALS) continue;
+    struct ucred cred {};
+    std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+    if (cred.pid <= 0) return;
+    UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, cred.pid, 0)));
+    if (!pidfd) return;
+    Process orphan(cred.pid, std::move(pidfd));  // its destructor kills and reaps it
+    return;
+  }
+}
+
+}  // namespace
+
 PreparedSandbox::~PreparedSandbox() {
   control_.reset();  // the server sees EOF and exits; the Process kills and reaps it regardless
   if (counter_) counter_->fetch_sub(1);
@@ -1293,6 +1338,39 @@ namespace {
 bool under_proc(const std::string& path) { return under(path, "/proc"); }
 
 }  // namespace
+
+std::string SandboxHost::host_mounts_generation() const {
+  std::lock_guard<std::mutex> lock(impl_->mounts_mutex);
+  // The kernel flags /proc/self/mounts (POLLPRI) once per change of our mount table, and each
+  // poll that reports it resets it: the table is read again only then. Our own temp root's
+  // mounts (every scope's tmpfs) are left out; the views never show them.
+  pollfd changed{impl_->mounts_fd.get(), POLLPRI, 0};
+  if (impl_->mounts_digest.empty() || (::poll(&changed, 1, 0) > 0 && (changed.revents & (POLLPRI | POLLERR)))) {
+    std::string table;
+    if (UniqueFd f{::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)}) {
+      char buf[8192];
+      for (ssize_t n; (n = ::read(f.get(), buf, sizeof buf)) > 0;) table.append(buf, static_cast<std::size_t>(n));
+    }
+    std::string kept;
+    const std::string temp_root = options_.temp_root + "/";
+    for (std::size_t pos = 0; pos < table.size();) {
+      std::size_t end = table.find('\n', pos);
+      if (end == std::string::npos) end = table.size();
+      const std::string line = table.substr(pos, end - pos);
+      pos = end + 1;
+      // Field 5 is the mount point: "id parent major:minor root mount-point ...".
+      std::size_t field_start = 0;
+      for (int k = 0; k < 4 && field_start != std::string::npos; ++k) field_start = line.find(' ', field_start + 1);
+      if (field_start == std::string::npos) continue;
+      const std::size_t field_end = line.find(' ', field_start + 1);
+      const std::string point = line.substr(field_start + 1, field_end - field_start - 1);
+      if ((point + "/").rfind(temp_root, 0) == 0) continue;
+      kept.append(line.substr(0, field_start)).append(" ").append(point).push_back('\n');
+    }
+    impl_->mounts_digest = std::to_string(std::hash<std::string>{}(kept)) + "." + std::to_string(kept.size());
+  }
+  return impl_->mounts_digest;
+}
 
 std::optional<std::string> SandboxHost::prepared_key(const Policy& policy, int netns_fd) const {
   // Root only: the server's commands map their ids to the server's (0, the sandbox uid on the
@@ -1322,21 +1400,37 @@ std::optional<std::string> SandboxHost::prepared_key(const Policy& policy, int n
   if (rp.workspaces.size() != policy.workspaces.size() || rp.bind_sources.size() != policy.binds.size() ||
       rp.protect.size() != policy.protect.size() || rp.deny_read.size() != policy.deny_read.size())
     return std::nullopt;
-  // The view's identity: every host path by the object it resolved to, so that a replaced
-  // workspace (or guarded file) is another view.
-  std::string key = std::string(mode_name(policy.mode)) + "|" + network_name(policy.network);
-  auto add = [&key](const char* tag, const std::string& path, std::uint64_t dev, std::uint64_t ino) {
-    key.append(tag).append(path).push_back('\0');
-    key.append(std::to_string(dev)).append(":").append(std::to_string(ino)).push_back('\0');
+  // The view's identity: every host path by the object it resolved to and that object's owner
+  // and mode (which decide its idmap), so that a replaced or re-owned workspace (or guarded
+  // file) is another view; and the host's mount table, which the view's root tree copied.
+  // Every field length-prefixed.
+  std::string key;
+  auto field = [&key](const std::string& text) {
+    key.append(std::to_string(text.size())).push_back(':');
+    key.append(text);
   };
-  for (std::size_t i = 0; i < rp.workspaces.size(); ++i)
-    add("w", rp.workspaces[i].path, rp.workspaces[i].st.st_dev, rp.workspaces[i].st.st_ino);
-  for (std::size_t i = 0; i < policy.binds.size(); ++i)
-    add(policy.binds[i].writable ? "rw" : "ro", policy.binds[i].target + "<" + rp.bind_sources[i].path,
-        rp.bind_sources[i].st.st_dev, rp.bind_sources[i].st.st_ino);
-  for (const auto& h : rp.protect) add("p", h.path, h.st.st_dev, h.st.st_ino);
-  for (const auto& h : rp.deny_read) add("d", h.path, h.st.st_dev, h.st.st_ino);
-  for (const auto& a : policy.allow_sockets) add("s", a.path, a.dev, a.ino);
+  auto object = [&field](const char* tag, const std::string& path, const struct stat& st) {
+    field(tag);
+    field(path);
+    field(std::to_string(st.st_dev) + "/" + std::to_string(st.st_ino) + "/" + std::to_string(st.st_uid) + "/" +
+          std::to_string(st.st_gid) + "/" + std::to_string(st.st_mode));
+  };
+  field(mode_name(policy.mode));
+  field(network_name(policy.network));
+  field(host_mounts_generation());
+  for (const auto& w : rp.workspaces) object("w", w.path, w.st);
+  for (std::size_t i = 0; i < policy.binds.size(); ++i) {
+    field(policy.binds[i].writable ? "rw" : "ro");
+    field(policy.binds[i].target);
+    object("b", rp.bind_sources[i].path, rp.bind_sources[i].st);
+  }
+  for (const auto& h : rp.protect) object("p", h.path, h.st);
+  for (const auto& h : rp.deny_read) object("d", h.path, h.st);
+  for (const auto& a : policy.allow_sockets) {
+    field("s");
+    field(a.path);
+    field(std::to_string(a.dev) + "/" + std::to_string(a.ino));
+  }
   return key;
 }
 
@@ -1347,7 +1441,7 @@ StatusOr<std::unique_ptr<PreparedSandbox>> SandboxHost::prepare(const Policy& po
   if (Status st = check(policy); !st.ok()) return st;
   if (impl_->prepared_count.fetch_add(1) >= static_cast<int>(limits::kMaxPreparedSandboxes)) {
     impl_->prepared_count.fetch_sub(1);
-    return Status::error("prepared", ENOSPC, "every prepared sandbox this supervisor keeps is in use");
+    return Status::error("prepared", EBUSY, "every prepared sandbox this supervisor keeps is in use");
   }
   std::unique_ptr<PreparedSandbox> ps(new PreparedSandbox());
   ps->counter_ = &impl_->prepared_count;
@@ -1395,6 +1489,18 @@ StatusOr<std::unique_ptr<PreparedSandbox>> SandboxHost::prepare(const Policy& po
   control_child.reset();
   err_write.reset();
   Status st = map_ids_from_parent(ps->server_.pid());
+  // The user namespace the server makes for each command is capped at the server's own
+  // RLIMIT_NPROC (the kernel's rule for namespaces made by anyone but global root), against
+  // which every command of it counts together: lifted to unlimited where we may (raising a hard
+  // limit takes CAP_SYS_RESOURCE), else to our hard limit, so that each command's own limit is
+  // the one that holds.
+  if (st.ok()) {
+    struct rlimit lifted {RLIM_INFINITY, RLIM_INFINITY};
+    if (::prlimit(ps->server_.pid(), RLIMIT_NPROC, &lifted, nullptr) < 0 &&
+        (::getrlimit(RLIMIT_NPROC, &lifted) < 0 || (lifted.rlim_cur = lifted.rlim_max,
+                                                    ::prlimit(ps->server_.pid(), RLIMIT_NPROC, &lifted, nullptr) < 0)))
+      st = Status::from_errno("prepared", errno, "lifting the server's RLIMIT_NPROC");
+  }
   if (st.ok()) st = go_from_parent(ps->server_.pid(), *parts, sync_parent.get());
   if (!st.ok()) return st;
   // EOF once the view is built (the server closes the pipe and waits for requests).
@@ -1467,34 +1573,49 @@ StatusOr<SandboxLaunch> SandboxHost::launch_prepared(PreparedSandbox& ps, const 
   for (const auto& j : parts->join.self) send[count++] = j.get();
   for (const auto& m : spec.fds) send[count++] = m.source;
 
+  // The init names itself on the sync socket first thing (PreparedRequest): asked for before it
+  // can send.
+  const int on = 1;
+  if (::setsockopt(sync_parent.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) < 0)
+    return Status::from_errno("socketpair", errno, "SO_PASSCRED");
   {
     // One request at a time on the control socket; the server answers each at once.
     std::lock_guard<std::mutex> lock(ps.mutex_);
-    auto broken = [&ps](int err, const std::string& what) {
-      ps.broken_ = true;
+    if (ps.broken()) return Status::error("prepared", EPIPE, "the prepared sandbox is gone");
+    req.seq = ++ps.seq_;
+    if (int e = fd_passing::send_message(ps.control_.get(), &req, sizeof req, send, count)) {
+      ps.fail_from_parent();
+      return Status::error("prepared", e, "sending a command to the prepared sandbox");
+    }
+    // The message holds its own references: ours go, so that the sync socket ends (EOF) when
+    // no init took it.
+    memfd.reset();
+    sync_child.reset();
+    err_write.reset();
+    report_write.reset();
+    // Anything but the answer to this request, at once: the server is no good any more. An init
+    // it may have cloned is ours (CLONE_PARENT), named on the sync socket, and reaped here.
+    auto lost = [&ps, &sync_parent](int err, const std::string& what) {
+      ps.fail_from_parent();
+      reap_unanswered_init(sync_parent.get());
       return Status::error("prepared", err, what);
     };
-    if (int e = fd_passing::send_message(ps.control_.get(), &req, sizeof req, send, count))
-      return broken(e, "sending a command to the prepared sandbox");
     pollfd answer{ps.control_.get(), POLLIN, 0};
     int ready;
-    do ready = ::poll(&answer, 1, 10'000);
+    do ready = ::poll(&answer, 1, kPreparedAnswerMs);
     while (ready < 0 && errno == EINTR);
-    if (ready <= 0) return broken(ready == 0 ? ETIMEDOUT : errno, "the prepared sandbox did not answer");
+    if (ready <= 0) return lost(ready == 0 ? ETIMEDOUT : errno, "the prepared sandbox did not answer");
     sandbox::PreparedReply reply {};
     int pidfd = -1;
     std::size_t got_fds = 0;
     const ssize_t got = fd_passing::receive_message(ps.control_.get(), &reply, sizeof reply, &pidfd, 1, &got_fds);
     UniqueFd pidfd_owner(got_fds ? pidfd : -1);
-    if (got != static_cast<ssize_t>(sizeof reply)) return broken(got < 0 ? errno : EPIPE, "the prepared sandbox is gone");
+    if (got != static_cast<ssize_t>(sizeof reply) || reply.seq != req.seq)
+      return lost(got < 0 ? errno : EPROTO, "the prepared sandbox's answer was not to this command");
     if (reply.pid <= 0 || !pidfd_owner)
       return Status::error("prepared", reply.err ? reply.err : EPROTO, "the prepared sandbox could not start the command");
     out.init = Process(reply.pid, std::move(pidfd_owner));
   }
-  memfd.reset();
-  sync_child.reset();
-  err_write.reset();
-  report_write.reset();
   if (int e = fd_passing::send_fds(sync_parent.get(), 'g', nullptr, 0)) return Status::from_errno("sync", e, "releasing the command");
   if (Status child = read_child_errors(err_read.get(), &spec, spec.argv[0], false, nullptr); !child.ok()) {
     // The command init's own steps fail alike for every command: the prepared sandbox is no good.

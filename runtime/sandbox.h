@@ -109,7 +109,10 @@ class PreparedSandbox {
   UniqueFd control_;  // SOCK_SEQPACKET: PreparedRequest out, PreparedReply and a pidfd back
   std::mutex mutex_;  // one request at a time on control_
   std::atomic<bool> broken_{false};
+  std::uint32_t seq_ = 0;  // the last request's number (under mutex_)
   std::atomic<int>* counter_ = nullptr;  // the host's count of live ones
+  // Broken from the parent's side: no more requests, no late answer read, the server killed.
+  void fail_from_parent();
   bool landlock_ = false, drop_groups_ = false, idmapped_ = false, broker_ = false, temp_is_tmpfs_ = false;
 };
 
@@ -199,6 +202,10 @@ class SandboxHost {
                                       bool& born_in_group) const;
   Status map_ids_from_parent(pid_t pid) const;
   Status go_from_parent(pid_t pid, LaunchParts& parts, int sync_fd) const;
+  // A digest of this process's mount table (less the temp root's mounts), which a prepared
+  // view's root tree copied: a mount made or removed on the host makes views prepared before it
+  // stale (prepared_key).
+  std::string host_mounts_generation() const;
   // Root: a user namespace mapping host uid/gid (a workspace's owner) to the sandbox uid/gid,
   // for idmapped mounts; made once per owner and kept (the fd is borrowed from the cache).
   StatusOr<int> owner_userns(uid_t uid, gid_t gid) const;

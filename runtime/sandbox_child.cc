@@ -796,6 +796,11 @@ void write_own(const SandboxPlan& plan, const char* path, const char* data, std:
     for (std::size_t i = 0; i < plan.exec.fd_count && i < 16; ++i) keep[n++] = plan.exec.fds[i].source;
     close_all_except(keep, n);  // the server's control socket above all
   }
+  // Who we are, for a supervisor that lost the server's reply (PreparedRequest).
+  {
+    const char hello = 'h';
+    if (::send(plan.sync_fd, &hello, 1, MSG_NOSIGNAL) != 1) ::_exit(127);
+  }
   if (plan.death_fd >= 0) {
     struct pollfd pfd {plan.death_fd, POLLIN, 0};
     if (::poll(&pfd, 1, 0) > 0) ::_exit(137);
@@ -823,7 +828,7 @@ void write_own(const SandboxPlan& plan, const char* path, const char* data, std:
 void serve_one(SandboxPlan& plan, const PreparedRequest& req, const int* fds, std::size_t n, PreparedReply& reply,
                int& pidfd) {
   const std::size_t fixed = 4 + req.join_count;
-  reply = {-1, EINVAL};
+  reply = {req.seq, -1, EINVAL};
   if (req.magic != kPreparedMagic || req.join_count > 4 || req.fd_count > 16 || n != fixed + req.fd_count ||
       req.argc == 0 || req.argc > kPreparedMaxStrings || req.envc > kPreparedMaxStrings ||
       req.pathc > kPreparedMaxStrings || req.blob_size == 0 || req.blob_size > (std::uint64_t{1} << 31))
@@ -888,14 +893,15 @@ void serve_one(SandboxPlan& plan, const PreparedRequest& req, const int* fds, st
     plan.release_fd = -1;
     plan.new_net = false;
     // A raw clone, fork-like, as for the command (see run_init).
-    const unsigned long flags = CLONE_PARENT | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_PIDFD;
+    const unsigned long flags =
+        CLONE_PARENT | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD;
     const pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, flags, nullptr, &pidfd, nullptr, 0UL));
     if (pid == 0) prepared_command_init(plan);
     if (pid < 0) {
       reply.err = errno;
       pidfd = -1;
     } else {
-      reply = {pid, 0};
+      reply = {req.seq, pid, 0};
     }
   }
   ::munmap(ptrs, ptr_bytes);
@@ -924,7 +930,7 @@ void serve_one(SandboxPlan& plan, const PreparedRequest& req, const int* fds, st
     const ssize_t got = fd_passing::receive_message(plan.control_fd, &req, sizeof req, rfds, kPreparedMaxFds, &n);
     if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) ::_exit(0);  // closed: torn down
     if (got < 0) continue;
-    PreparedReply reply {-1, EINVAL};
+    PreparedReply reply {req.seq, -1, EINVAL};
     int pidfd = -1;
     if (got == static_cast<ssize_t>(sizeof req)) serve_one(plan, req, rfds, n, reply, pidfd);
     for (std::size_t i = 0; i < n; ++i) ::close(rfds[i]);

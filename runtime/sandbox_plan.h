@@ -168,12 +168,16 @@ struct SandboxPlan {
 // descriptors for the command, placed at `fd_targets`. The memfd holds `argc` arguments, `envc`
 // environment entries and `pathc` exec paths, each NUL-terminated, then the working directory
 // when `has_cwd`. The server clones the command's init (CLONE_PARENT: the supervisor's own
-// child) and answers with a PreparedReply and that init's pidfd.
+// child) and answers with a PreparedReply and that init's pidfd. The init's first act is one
+// byte ('h') on its sync socket, whose sender the kernel names (SO_PASSCRED): a supervisor
+// that lost the reply still finds its child, and reaps it.
 inline constexpr std::uint32_t kPreparedMagic = 0x43525052;  // "CRPR"
 inline constexpr std::size_t kPreparedMaxFds = 4 + 4 + 16;
 inline constexpr std::uint32_t kPreparedMaxStrings = 1u << 20;
 struct PreparedRequest {
   std::uint32_t magic;
+  std::uint32_t seq;  // echoed in the reply
+
   std::uint32_t argc, envc, pathc;
   std::uint64_t blob_size;
   std::uint32_t has_cwd;
@@ -185,8 +189,9 @@ struct PreparedRequest {
   std::uint64_t fsize_limit, cpu_limit_s, nproc_limit;
 };
 struct PreparedReply {
-  std::int32_t pid;  // > 0: the command's init, whose pidfd comes with the reply
-  std::int32_t err;  // else the errno of the step that failed
+  std::uint32_t seq;  // the request's
+  std::int32_t pid;   // > 0: the command's init, whose pidfd comes with the reply
+  std::int32_t err;   // else the errno of the step that failed
 };
 
 // The function clone() runs: becomes init (PID 1), sets everything up, forks the command,

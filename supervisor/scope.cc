@@ -92,6 +92,10 @@ void Scope::detach(std::uint64_t token) { hooks_.erase(token); }
 void Scope::close() {
   if (closed_) return;
   closed_ = true;
+  // Its prepared sandboxes' servers end now (on the pool: each is a kill and a reap), not when
+  // the last record of its commands goes: they hold its temp dir's tmpfs and its namespaces.
+  if (prepared && offload) offload([p = std::move(prepared)]() mutable { p.reset(); });
+  prepared.reset();
   // Hooks may detach themselves (or others) while running: take them out first.
   auto hooks = std::move(hooks_);
   hooks_.clear();

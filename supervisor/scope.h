@@ -87,8 +87,9 @@ class Scope : public std::enable_shared_from_this<Scope> {
   // in the destructor. A removal the pool drops at shutdown still happens, on the dropping thread.
   std::function<void(std::function<void()>)> offload;
   // The scope's prepared sandboxes (runtime/prepared.h): its commands start from them once a
-  // policy's view has been seen (serve --prepare-after). Null: none. A launch holds it while it
-  // runs; the scope's destructor hands its last reference (ending the servers) to `offload`.
+  // policy's view has been seen (serve --prepare-after). Null: none, or closed. A launch holds
+  // it while it runs (ExecSpec::prepared is weak); close() hands the scope's reference (ending
+  // the servers) to `offload`.
   std::shared_ptr<PreparedSandboxes> prepared;
 
  private:

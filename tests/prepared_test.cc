@@ -5,11 +5,15 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "runtime/prepared.h"
@@ -185,4 +189,82 @@ TEST_CASE("a prepared sandbox that dies is replaced, and the command still runs"
   const auto servers = s.prepared->server_pids();
   REQUIRE(servers.size() == 1);
   CHECK(servers[0] != server);
+}
+
+TEST_CASE("a stalled prepared sandbox is dropped within seconds, and its command runs as usual") {
+  Scope s;
+  if (skip(s)) return;
+  const Policy policy = normalized();
+  REQUIRE(run(s.spec({"/bin/true"}, policy)).result.exit_code == 0);
+  REQUIRE(s.prepared->server_pids().size() == 1);
+  const pid_t server = s.prepared->server_pids()[0];
+  REQUIRE(::kill(server, SIGSTOP) == 0);  // as any process of the sandbox uid on the host could
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r = run(s.spec({"/bin/cat", "/proc/self/uid_map"}, policy)).result;
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  CHECK(r.status == ExitStatus::exited);
+  std::istringstream map(r.out);
+  std::string inside, outside;
+  map >> inside >> outside;
+  CHECK(outside != "0");  // launched as usual: mapped onto the host's sandbox uid
+  CHECK(waited < std::chrono::seconds(5));
+  CHECK(s.prepared->server_pids().empty());
+  // The stalled server was killed; nothing of it (nor any init it might have cloned) is left
+  // as our child once the cache goes.
+  s.prepared.reset();
+  CHECK(::kill(server, 0) < 0);
+  std::string children = read_file("/proc/self/task/" + std::to_string(::getpid()) + "/children");
+  CHECK(children.empty());
+}
+
+TEST_CASE("a view is another when a workspace changes owner, or the host's mounts change") {
+  Scope s;
+  if (skip(s)) return;
+  TempDir parent;
+  const std::string ws = parent.path() + "/ws";
+  REQUIRE(::mkdir(ws.c_str(), 0755) == 0);
+  Policy p;
+  p.workspaces = {ws};
+  const auto before = s.host->prepared_key(normalized(p), s.netns.get());
+  REQUIRE(before.has_value());
+  REQUIRE(::chown(ws.c_str(), 1000, 1000) == 0);  // its idmap is another now
+  const auto owned = s.host->prepared_key(normalized(p), s.netns.get());
+  REQUIRE(owned.has_value());
+  CHECK(*owned != *before);
+  // A mount on the host (the view's root tree copied the host's) makes prepared views stale.
+  // (Not under /tmp: this host's temp root, whose mounts are the scopes' and do not count.)
+  std::string mnt = "/var/tmp/corral-prepared-test-XXXXXX";
+  REQUIRE(::mkdtemp(mnt.data()) != nullptr);
+  REQUIRE(::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k") == 0);
+  const auto mounted = s.host->prepared_key(normalized(p), s.netns.get());
+  ::umount2(mnt.c_str(), MNT_DETACH);
+  ::rmdir(mnt.c_str());
+  REQUIRE(mounted.has_value());
+  CHECK(*mounted != *owned);
+  const auto unmounted = s.host->prepared_key(normalized(p), s.netns.get());
+  CHECK(unmounted == owned);
+}
+
+TEST_CASE("the server's RLIMIT_NPROC does not cap its commands together") {
+  Scope s;
+  if (skip(s)) return;
+  struct rlimit was {};
+  REQUIRE(::getrlimit(RLIMIT_NPROC, &was) == 0);
+  if (was.rlim_max != RLIM_INFINITY && was.rlim_max < 600) {
+    MESSAGE("skipped: this host's hard RLIMIT_NPROC is " << was.rlim_max);
+    return;
+  }
+  struct rlimit low = was;
+  low.rlim_cur = 300;  // a supervisor started under `ulimit -S -u 300`
+  REQUIRE(::setrlimit(RLIMIT_NPROC, &low) == 0);
+  auto made = s.host->prepare(normalized(), s.temp.path(), s.netns.get());
+  REQUIRE(::setrlimit(RLIMIT_NPROC, &was) == 0);
+  REQUIRE_MESSAGE(made.ok(), made.status().message());
+  const std::string limits = read_file("/proc/" + std::to_string((*made)->server_pid()) + "/limits");
+  const auto at = limits.find("Max processes");
+  REQUIRE(at != std::string::npos);
+  std::istringstream line(limits.substr(at + std::strlen("Max processes")));
+  std::string soft;
+  line >> soft;
+  CHECK(soft != "300");
 }

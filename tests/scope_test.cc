@@ -249,3 +249,44 @@ TEST_CASE("a scope holds at most 256 background commands; the limit is checked b
   CHECK(cli({"scope", "close", id}, s.socket()).exit_code == 0);
   CHECK(wait_until([&] { return processes_with(marker).empty(); }, 30s));
 }
+
+TEST_CASE("a scope's prepared sandboxes end when it closes, whatever records of its commands remain") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: prepared sandboxes are a root supervisor's (uid " << ::geteuid() << ")");
+    return;
+  }
+  Server s;
+  // The supervisor's children that are prepared sandboxes' servers: named corral-init, and in
+  // no PID namespace of their own (an init has a second NSpid).
+  auto servers = [&] {
+    std::vector<pid_t> out;
+    std::vector<pid_t> children;
+    {
+      std::istringstream list(read_file("/proc/" + std::to_string(s.pid()) + "/task/" + std::to_string(s.pid()) + "/children"));
+      for (pid_t p; list >> p;) children.push_back(p);
+    }
+    // Children of the supervisor's other threads (the launcher pool clones too).
+    for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(s.pid()) + "/task")) {
+      if (t.path().filename() == std::to_string(s.pid())) continue;
+      std::istringstream list(read_file(t.path().string() + "/children"));
+      for (pid_t p; list >> p;) children.push_back(p);
+    }
+    for (pid_t p : children) {
+      const std::string status = read_file("/proc/" + std::to_string(p) + "/status");
+      const auto ns = status.find("NSpid:");
+      if (status.find("Name:\tcorral-init") == std::string::npos || ns == std::string::npos) continue;
+      const std::string line = status.substr(ns, status.find('\n', ns) - ns);
+      if (std::count(line.begin(), line.end(), '\t') == 1) out.push_back(p);
+    }
+    return out;
+  };
+  const std::string id = last_line(cli({"scope", "create"}, s.socket()).out);
+  REQUIRE(cli({"exec", "--scope", id, "--", "true"}, s.socket()).exit_code == 0);
+  REQUIRE(cli({"exec", "--scope", id, "--", "true"}, s.socket()).exit_code == 0);  // the second prepares
+  REQUIRE(servers().size() == 1);
+  // A background command's record (kept until polled) does not keep the server.
+  auto bg = cli({"exec", "--background", "--scope", id, "--", "true"}, s.socket());
+  REQUIRE(bg.exit_code == 0);
+  CHECK(cli({"scope", "close", id}, s.socket()).exit_code == 0);
+  CHECK(wait_until([&] { return servers().empty(); }, 5s));
+}
