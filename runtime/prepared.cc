@@ -40,15 +40,20 @@ StatusOr<SandboxLaunch> PreparedSandboxes::launch(const SpawnSpec& spec, const P
   if (!key) return usual();
 
   std::shared_ptr<PreparedSandbox> prepared;
+  std::list<std::shared_ptr<PreparedSandbox>> dropped;  // broken ones, ended outside the lock
   bool make = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = ready_.begin(); it != ready_.end(); ++it)
-      if ((*it)->key() == *key && !(*it)->broken()) {
+    for (auto it = ready_.begin(); it != ready_.end();) {
+      auto next = std::next(it);
+      if ((*it)->broken()) {
+        dropped.splice(dropped.end(), ready_, it);
+      } else if (!prepared && (*it)->key() == *key) {
         prepared = *it;
         ready_.splice(ready_.begin(), ready_, it);
-        break;
       }
+      it = next;
+    }
     if (!prepared && !failed_.count(*key) && !making_.count(*key)) {
       if (seen_.size() >= kMaxTracked && !seen_.count(*key)) seen_.clear();
       make = ++seen_[*key] >= prepare_after_;
