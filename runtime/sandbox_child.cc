@@ -596,6 +596,10 @@ int receive_listener(int sock) {
   ::_exit(127);
 }
 
+// The command's stack while it borrows init's memory (run_init), and its entry.
+alignas(64) char command_stack[256 * 1024];
+int command_main(void* plan) { run_command(*static_cast<SandboxPlan*>(plan)); }
+
 // Closes every fd but the `n` in `keep` (unsorted, -1 entries ignored), without allocating.
 void close_all_except(int* keep, std::size_t n) {
   for (std::size_t i = 1; i < n; ++i)  // insertion sort: a handful of entries
@@ -721,11 +725,20 @@ void join_cgroup(const SandboxPlan& plan) {
     if (err) fail(plan, Step::landlock, err);
   }
 
-  // A raw clone, not glibc's fork(): no atfork handlers, no malloc or stdio locks taken in a
-  // copy of a process that may have had other threads (nor ASan's fork interceptor).
-  pid_t command = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, 0UL));
+  // The command borrows our memory while it sets itself up (CLONE_VM | CLONE_VFORK, on a stack
+  // of its own): no copy of our address space (and none of its page faults), and we wait until
+  // it has exec'd or failed. An authorized launch waits for its grant before exec, which we must
+  // not sit out: that one gets a copy, by a raw clone (not glibc's fork(): no atfork handlers,
+  // no malloc or stdio locks taken in a copy of a process that may have had other threads, nor
+  // ASan's fork interceptor).
+  pid_t command;
+  if (plan.release_fd < 0) {
+    command = ::clone(command_main, command_stack + sizeof command_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
+  } else {
+    command = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, 0UL));
+    if (command == 0) run_command(plan);
+  }
   if (command < 0) fail(plan, Step::fork, errno);
-  if (command == 0) run_command(plan);
 
   int listener = -1;
   if (plan.broker.enabled) {
