@@ -275,6 +275,10 @@ Status try_in_probe(const Hierarchy& h, const std::function<Status(const std::st
 
 namespace cgroup_detail {
 
+std::uint64_t cpu_quota_us(double cpus) {
+  return static_cast<std::uint64_t>(std::llround(cpus * static_cast<double>(kCpuPeriodUs)));
+}
+
 std::optional<std::uint64_t> parse_u64(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   std::uint64_t v = 0;

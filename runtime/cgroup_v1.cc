@@ -1,14 +1,10 @@
 // cgroup v1: one hierarchy per controller (or a joined pair, "cpu,cpuacct"), limits in
 // memory.limit_in_bytes and cpu.cfs_*, usage in memory.max_usage_in_bytes, oom_control and
 // cpuacct.usage. No cgroup.kill; cgroup.procs lists a group's own processes only.
-#include <cmath>
-
 #include "runtime/cgroup_version.h"
 
 namespace corral::cgroup_detail {
 namespace {
-
-constexpr std::uint64_t kCpuPeriodUs = 100'000;
 
 class V1 final : public CgroupVersion {
  public:
@@ -36,7 +32,7 @@ class V1 final : public CgroupVersion {
   }
 
   Status set_cpus(const std::string& dir, double cpus) const override {
-    const auto quota_us = static_cast<std::uint64_t>(std::llround(cpus * static_cast<double>(kCpuPeriodUs)));
+    const std::uint64_t quota_us = cpu_quota_us(cpus);
     if (Status s = write_file(dir + "/cpu.cfs_period_us", std::to_string(kCpuPeriodUs)); !s.ok()) return s;
     return write_file(dir + "/cpu.cfs_quota_us", std::to_string(quota_us));
   }

@@ -1,14 +1,10 @@
 // cgroup v2: one unified hierarchy, limits in memory.max and cpu.max, usage in memory.peak,
 // memory.events and cpu.stat (which every group has), cgroup.events "populated" for a whole
 // tree in one read, and cgroup.kill.
-#include <cmath>
-
 #include "runtime/cgroup_version.h"
 
 namespace corral::cgroup_detail {
 namespace {
-
-constexpr std::uint64_t kCpuPeriodUs = 100'000;
 
 class V2 final : public CgroupVersion {
  public:
@@ -32,7 +28,7 @@ class V2 final : public CgroupVersion {
   }
 
   Status set_cpus(const std::string& dir, double cpus) const override {
-    const auto quota_us = static_cast<std::uint64_t>(std::llround(cpus * static_cast<double>(kCpuPeriodUs)));
+    const std::uint64_t quota_us = cpu_quota_us(cpus);
     return write_file(dir + "/cpu.max", std::to_string(quota_us) + " " + std::to_string(kCpuPeriodUs));
   }
 

@@ -60,6 +60,10 @@ class CgroupVersion {
 const CgroupVersion& cgroup_v1();
 const CgroupVersion& cgroup_v2();
 
+// The CFS period both versions write, and the quota in it for a rate of `cpus` CPUs.
+inline constexpr std::uint64_t kCpuPeriodUs = 100'000;
+std::uint64_t cpu_quota_us(double cpus);
+
 // The cgroup file helpers both versions use (cgroup.cc).
 std::optional<std::string> read_file(const std::string& path);
 // O_CREAT|O_TRUNC as in a shell's `echo v > file` (harmless on cgroupfs, which cannot create a

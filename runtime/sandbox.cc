@@ -1076,6 +1076,34 @@ Status SandboxHost::plan_cgroup(const Policy& policy, const std::string& name, L
   return {};
 }
 
+namespace {
+
+// What a launch talks to its init (or a prepared sandbox's server, or a command's init there)
+// over: the sync socket ("go"), the error pipe (EOF: exec'd, or ready) and, when asked for, the
+// report pipe. Each as the parent's end and the child's.
+struct InitChannels {
+  UniqueFd sync_parent, sync_child, err_read, err_write, report_read, report_write;
+};
+
+StatusOr<InitChannels> open_init_channels(bool report) {
+  InitChannels c;
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) return Status::from_errno("socketpair", errno);
+  c.sync_parent.reset(sv[0]);
+  c.sync_child.reset(sv[1]);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
+  c.err_read.reset(fds[0]);
+  c.err_write.reset(fds[1]);
+  if (!report) return c;
+  if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
+  c.report_read.reset(fds[0]);
+  c.report_write.reset(fds[1]);
+  return c;
+}
+
+}  // namespace
+
 // The sandbox's init, cloned into `flags`' namespaces (and the scope's network namespace when
 // `netns_fd` >= 0), born in `birth_group` where it has one (a move afterwards takes a global
 // lock: 5-15 ms); `born_in_group` says whether it was.
@@ -1223,14 +1251,10 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   if (Status st = plan_cgroup(policy, name, *parts, out); !st.ok()) return st;
 
   // --- pipes, clone ---
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) return Status::from_errno("socketpair", errno);
-  UniqueFd sync_parent(sv[0]), sync_child(sv[1]);
+  auto channels = open_init_channels(/*report=*/true);
+  if (!channels.ok()) return channels.status();
+  auto& [sync_parent, sync_child, err_read, err_write, report_read, report_write] = *channels;
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
-  UniqueFd err_read(fds[0]), err_write(fds[1]);
-  if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
-  UniqueFd report_read(fds[0]), report_write(fds[1]);
   UniqueFd release_read, release_write;
   if (hold) {
     if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
@@ -1464,15 +1488,13 @@ StatusOr<std::unique_ptr<PreparedSandbox>> SandboxHost::prepare(const Policy& po
   if (Status st = plan_view(policy, temp_dir, *parts); !st.ok()) return st;
   if (Status st = plan_confinement(policy, *parts, confinement); !st.ok()) return st;
 
+  auto channels = open_init_channels(/*report=*/false);
+  if (!channels.ok()) return channels.status();
+  auto& [sync_parent, sync_child, err_read, err_write, report_read, report_write] = *channels;
   int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) return Status::from_errno("socketpair", errno);
-  UniqueFd sync_parent(sv[0]), sync_child(sv[1]);
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) return Status::from_errno("socketpair", errno);
   ps->control_.reset(sv[0]);
   UniqueFd control_child(sv[1]);
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
-  UniqueFd err_read(fds[0]), err_write(fds[1]);
   p.sync_fd = sync_child.get();
   p.control_fd = control_child.get();
   p.exec.error_fd = err_write.get();
@@ -1559,14 +1581,9 @@ StatusOr<SandboxLaunch> SandboxHost::launch_prepared(PreparedSandbox& ps, const 
   req.first_closed_fd = parts->plan.exec.first_closed_fd;
   plan_rlimits(policy, options_.default_pids, req.fsize_limit, req.nproc_limit, req.cpu_limit_s);
 
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) return Status::from_errno("socketpair", errno);
-  UniqueFd sync_parent(sv[0]), sync_child(sv[1]);
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
-  UniqueFd err_read(fds[0]), err_write(fds[1]);
-  if (::pipe2(fds, O_CLOEXEC) < 0) return Status::from_errno("pipe", errno);
-  UniqueFd report_read(fds[0]), report_write(fds[1]);
+  auto channels = open_init_channels(/*report=*/true);
+  if (!channels.ok()) return channels.status();
+  auto& [sync_parent, sync_child, err_read, err_write, report_read, report_write] = *channels;
   int send[sandbox::kPreparedMaxFds];
   std::size_t count = 0;
   for (int fd : {memfd.get(), sync_child.get(), err_write.get(), report_write.get()}) send[count++] = fd;

@@ -68,6 +68,14 @@ Policy normalized(Policy p = {}) {
   return p;
 }
 
+// A policy with one new workspace, `path`.
+Policy with_workspace(const std::string& path) {
+  REQUIRE(::mkdir(path.c_str(), 0755) == 0);
+  Policy p;
+  p.workspaces = {path};
+  return p;
+}
+
 bool skip(const Scope& s) {
   if (s.usable()) return false;
   MESSAGE("skipped: prepared sandboxes need a root supervisor that can sandbox (uid " << ::geteuid() << ")");
@@ -151,9 +159,7 @@ TEST_CASE("a replaced workspace is another view; a view under /proc is never pre
   if (skip(s)) return;
   TempDir parent;
   const std::string ws = parent.path() + "/ws";
-  REQUIRE(::mkdir(ws.c_str(), 0755) == 0);
-  Policy p;
-  p.workspaces = {ws};
+  const Policy p = with_workspace(ws);
   const auto before = s.host->prepared_key(normalized(p), s.netns.get());
   REQUIRE(before.has_value());
   CHECK(s.host->prepared_key(normalized(p), s.netns.get()) == before);  // the same object, the same view
@@ -222,9 +228,7 @@ TEST_CASE("a view is another when a workspace changes owner, or the host's mount
   if (skip(s)) return;
   TempDir parent;
   const std::string ws = parent.path() + "/ws";
-  REQUIRE(::mkdir(ws.c_str(), 0755) == 0);
-  Policy p;
-  p.workspaces = {ws};
+  const Policy p = with_workspace(ws);
   const auto before = s.host->prepared_key(normalized(p), s.netns.get());
   REQUIRE(before.has_value());
   REQUIRE(::chown(ws.c_str(), 1000, 1000) == 0);  // its idmap is another now
