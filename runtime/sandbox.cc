@@ -1397,12 +1397,13 @@ std::string SandboxHost::host_mounts_generation() const {
 }
 
 std::optional<std::string> SandboxHost::prepared_key(const Policy& policy, int netns_fd) const {
-  // Root only: the server's commands map their ids to the server's (0, the sandbox uid on the
-  // host), and share the scope's network namespace where the network is denied, as every
-  // command of a root supervisor's scope does anyway.
-  if (!root_ || !impl_->death_read || !policy.sandboxed || policy.mode == Mode::danger_full_access || !policy.resolved)
+  // The server's commands map their ids onto the server's (a root supervisor's: 0, the sandbox
+  // uid on the host; a non-root one's: its own uid), and where the network is denied they share
+  // one network namespace: a root supervisor's scope's own, as every command of that scope does
+  // anyway, or (non-root: no scope namespace) one the server makes for its commands alone.
+  if (!impl_->death_read || !policy.sandboxed || policy.mode == Mode::danger_full_access || !policy.resolved)
     return std::nullopt;
-  if (policy.network == Network::denied && (netns_fd < 0 || !impl_->host_netns)) return std::nullopt;
+  if (root_ && policy.network == Network::denied && (netns_fd < 0 || !impl_->host_netns)) return std::nullopt;
   // Each command mounts its own /proc over the view's: nothing may be guarded or bound there.
   for (const auto* list : {&policy.protect, &policy.deny_read, &options_.hidden_paths})
     for (const auto& path : *list)
@@ -1473,9 +1474,11 @@ StatusOr<std::unique_ptr<PreparedSandbox>> SandboxHost::prepare(const Policy& po
 
   auto parts = std::make_unique<LaunchParts>();
   SandboxPlan& p = parts->plan;
-  p.inside_uid = 0;
-  p.inside_gid = 0;
-  p.drop_groups = true;
+  p.inside_uid = root_ ? 0 : ::geteuid();
+  p.inside_gid = root_ ? 0 : ::getegid();
+  p.drop_groups = root_ || impl_->subgid.has_value();
+  const bool join_net = policy.network == Network::denied && root_;  // prepared_key: the scope's
+  p.new_net = policy.network == Network::denied && !join_net;
   p.new_mount = true;
   p.exec_fd = -1;
   p.landlock_fd = -1;
@@ -1501,9 +1504,10 @@ StatusOr<std::unique_ptr<PreparedSandbox>> SandboxHost::prepare(const Policy& po
 
   // No PID namespace: the server clones each command's init with CLONE_PARENT, which the
   // kernel refuses to a namespace's init.
-  const int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD;
+  int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD;
+  if (p.new_net) flags |= CLONE_NEWNET;
   bool born = false;
-  auto server = clone_from_parent(flags, p, policy.network == Network::denied ? netns_fd : -1, UniqueFd(), born);
+  auto server = clone_from_parent(flags, p, join_net ? netns_fd : -1, UniqueFd(), born);
   if (!server.ok()) return server.status();
   ps->server_ = std::move(server).value();
   parts->cloned_trees.clear();

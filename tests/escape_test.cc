@@ -348,18 +348,37 @@ struct ByMode {
 }  // namespace
 
 TEST_CASE("0. commands start from prepared sandboxes exactly when the run asks for them") {
-  // Inside a prepared sandbox the command's user namespace maps its ids onto the server's (0);
-  // a usual launch's maps them onto the host's sandbox uid. So the prepared run (tests/
-  // CMakeLists.txt escape_test_prepared) cannot pass by quietly launching as usual.
+  // So that the prepared runs (tests/CMakeLists.txt escape_test_prepared and
+  // escape_test_nonroot_prepared) cannot pass by quietly launching as usual.
   Supervisor s;
-  auto r = client({"exec", "--", "cat", "/proc/self/uid_map"}, s.socket());
-  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-  std::istringstream fields(r.out);
-  std::string inside, outside;
-  fields >> inside >> outside;
-  const bool prepared = std::getenv("CORRAL_ESCAPE_PREPARE_AFTER") && !nonroot();
-  INFO("uid_map: " << r.out);
-  CHECK(outside == (prepared ? "0" : std::to_string(nobody().uid)));
+  const bool prepared = std::getenv("CORRAL_ESCAPE_PREPARE_AFTER") != nullptr;
+  if (!nonroot()) {
+    // A root supervisor's prepared command maps its ids onto the server's (0); a usual launch
+    // maps them onto the host's sandbox uid.
+    auto r = client({"exec", "--", "cat", "/proc/self/uid_map"}, s.socket());
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::istringstream fields(r.out);
+    std::string inside, outside;
+    fields >> inside >> outside;
+    INFO("uid_map: " << r.out);
+    CHECK(outside == (prepared ? "0" : std::to_string(nobody().uid)));
+    return;
+  }
+  // A non-root supervisor's usual launch gives each command a network namespace of its own; the
+  // commands of one prepared sandbox share the one its server made.
+  CliRun created = client({"scope", "create", "--detach"}, s.socket());
+  REQUIRE_MESSAGE(created.exit_code == 0, created.err);
+  const std::string scope = chomp(created.out.substr(created.out.rfind('\n', created.out.size() - 2) + 1));
+  std::string seen[2];
+  for (auto& ns : seen) {
+    auto r = client({"exec", "--scope", scope, "--net", "denied", "--", "readlink", "/proc/self/ns/net"}, s.socket());
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    ns = r.out;
+  }
+  INFO("network namespaces: " << seen[0] << seen[1]);
+  CHECK(!seen[0].empty());
+  CHECK((seen[0] == seen[1]) == prepared);
+  CHECK(client({"scope", "close", scope}, s.socket()).exit_code == 0);
 }
 
 TEST_CASE("1. writes outside the writable roots: direct, symlink, /proc/self/root, hard link, rename") {

@@ -100,7 +100,7 @@ void add_serve(CLI::App& app, Runners& runners) {
       ->capture_default_str();
   serve->add_option("--prepare-after", serve_opts.prepare_after,
                     "a scope's Nth command with one policy prepares a sandbox (namespaces and mount view) that "
-                    "its later commands with that policy start from; root supervisors only; 0: never")
+                    "its later commands with that policy start from; 0: never")
       ->type_name("N")->check(CLI::Range(0u, 1000u).description(""))
       ->capture_default_str();
   serve->add_option("--max-queued", a->max_queued,
