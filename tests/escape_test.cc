@@ -81,18 +81,22 @@ std::optional<Identity> supervisor_as() { return nonroot() ? std::optional<Ident
 // The host uid a sandbox's files belong to in its writable workspace: root's, through the
 // idmapped root-owned workspace of a root supervisor; the supervisor's own under a non-root one.
 uid_t workspace_owner() { return nonroot() ? nobody().uid : 0; }
-// `corral serve`'s own flags for the supervisor under test, then `extra`.
-std::vector<std::string> serve_flags(std::vector<std::string> extra) {
-  // nobody has no /etc/subgid range: the sandboxes keep the supervisor's supplementary groups,
-  // which spawn_as leaves empty (escape_test 26 covers the layer itself).
-  if (nonroot()) extra.insert(extra.begin(), "--allow-supplementary-groups");
-  // The prepared-sandbox run (escape_test_prepared): every command of a scope, its first
-  // included, starts from a prepared sandbox.
+// The prepared-sandbox runs (escape_test_prepared, escape_test_nonroot_prepared): every
+// command of a scope, its first included, starts from a prepared sandbox.
+std::vector<std::string> with_prepare_flags(std::vector<std::string> extra) {
   if (const char* after = std::getenv("CORRAL_ESCAPE_PREPARE_AFTER")) {
     extra.insert(extra.begin(), after);
     extra.insert(extra.begin(), "--prepare-after");
   }
   return extra;
+}
+
+// `corral serve`'s own flags for the supervisor under test, then `extra`.
+std::vector<std::string> serve_flags(std::vector<std::string> extra) {
+  // nobody has no /etc/subgid range: the sandboxes keep the supervisor's supplementary groups,
+  // which spawn_as leaves empty (escape_test 26 covers the layer itself).
+  if (nonroot()) extra.insert(extra.begin(), "--allow-supplementary-groups");
+  return with_prepare_flags(std::move(extra));
 }
 
 // The whole `corral serve` command line of the supervisor under test.
@@ -1721,6 +1725,7 @@ struct NobodyServer {
     socket = dir.path() + "/nobody/corral.sock";
     put(dir.path() + "/subgid", subgid);
     std::vector<std::string> argv = {kCorral, "serve", "--socket", socket, "--temp-root", dir.path()};
+    extra = with_prepare_flags(std::move(extra));
     argv.insert(argv.end(), extra.begin(), extra.end());
     // Bind the subgid text over /etc/subgid in a mount namespace of the child's own, before it
     // becomes nobody; the paths are made here, the child only makes system calls.
