@@ -1104,6 +1104,17 @@ StatusOr<InitChannels> open_init_channels(bool report) {
 
 }  // namespace
 
+bool SandboxHost::plan_identity(const Policy& policy, int netns_fd, sandbox::SandboxPlan& p) const {
+  p.inside_uid = root_ ? 0 : ::geteuid();
+  p.inside_gid = root_ ? 0 : ::getegid();
+  p.drop_groups = root_ || impl_->subgid.has_value();
+  // A root supervisor's scope has a network namespace its commands share; a non-root one's
+  // sandbox makes its own.
+  const bool join_net = policy.network == Network::denied && netns_fd >= 0 && root_ && impl_->host_netns;
+  p.new_net = policy.network == Network::denied && !join_net;
+  return join_net;
+}
+
 // The sandbox's init, cloned into `flags`' namespaces (and the scope's network namespace when
 // `netns_fd` >= 0), born in `birth_group` where it has one (a move afterwards takes a global
 // lock: 5-15 ms); `born_in_group` says whether it was.
@@ -1233,11 +1244,7 @@ StatusOr<SandboxLaunch> SandboxHost::launch(const SpawnSpec& spec, const Policy&
   auto parts = std::make_unique<LaunchParts>();
   plan_exec(spec, *parts);
   SandboxPlan& p = parts->plan;
-  p.inside_uid = root_ ? 0 : ::geteuid();
-  p.inside_gid = root_ ? 0 : ::getegid();
-  p.drop_groups = root_ || impl_->subgid.has_value();
-  const bool join_net = policy.network == Network::denied && netns_fd >= 0 && root_ && impl_->host_netns;
-  p.new_net = policy.network == Network::denied && !join_net;
+  const bool join_net = plan_identity(policy, netns_fd, p);
   p.new_mount = true;
   p.full_access = full;
   p.exec_fd = spec.exec_fd;
@@ -1474,11 +1481,7 @@ StatusOr<std::unique_ptr<PreparedSandbox>> SandboxHost::prepare(const Policy& po
 
   auto parts = std::make_unique<LaunchParts>();
   SandboxPlan& p = parts->plan;
-  p.inside_uid = root_ ? 0 : ::geteuid();
-  p.inside_gid = root_ ? 0 : ::getegid();
-  p.drop_groups = root_ || impl_->subgid.has_value();
-  const bool join_net = policy.network == Network::denied && root_;  // prepared_key: the scope's
-  p.new_net = policy.network == Network::denied && !join_net;
+  const bool join_net = plan_identity(policy, netns_fd, p);  // prepared_key: root joins the scope's
   p.new_mount = true;
   p.exec_fd = -1;
   p.landlock_fd = -1;
