@@ -1522,8 +1522,10 @@ StatusOr<std::unique_ptr<PreparedSandbox>> SandboxHost::prepare(const Policy& po
   // RLIMIT_NPROC (the kernel's rule for namespaces made by anyone but global root), against
   // which every command of it counts together: lifted to unlimited where we may (raising a hard
   // limit takes CAP_SYS_RESOURCE), else to our hard limit, so that each command's own limit is
-  // the one that holds.
-  if (st.ok()) {
+  // the one that holds. A root supervisor only: a non-root one's commands count together against
+  // its own soft limit on the host whichever way they start (their uid is its uid), so the
+  // server keeps that limit, and a command inherits what a usual launch's would.
+  if (st.ok() && root_) {
     struct rlimit lifted {RLIM_INFINITY, RLIM_INFINITY};
     if (::prlimit(ps->server_.pid(), RLIMIT_NPROC, &lifted, nullptr) < 0 &&
         (::getrlimit(RLIMIT_NPROC, &lifted) < 0 || (lifted.rlim_cur = lifted.rlim_max,

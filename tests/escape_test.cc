@@ -27,12 +27,14 @@
 
 #include <arpa/inet.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sched.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <sstream>
@@ -82,9 +84,10 @@ std::optional<Identity> supervisor_as() { return nonroot() ? std::optional<Ident
 // idmapped root-owned workspace of a root supervisor; the supervisor's own under a non-root one.
 uid_t workspace_owner() { return nonroot() ? nobody().uid : 0; }
 // The prepared-sandbox runs (escape_test_prepared, escape_test_nonroot_prepared): every
-// command of a scope, its first included, starts from a prepared sandbox.
+// command of a scope, its first included, starts from a prepared sandbox (unless `extra` says).
 std::vector<std::string> with_prepare_flags(std::vector<std::string> extra) {
-  if (const char* after = std::getenv("CORRAL_ESCAPE_PREPARE_AFTER")) {
+  const char* after = std::getenv("CORRAL_ESCAPE_PREPARE_AFTER");
+  if (after && std::find(extra.begin(), extra.end(), "--prepare-after") == extra.end()) {
     extra.insert(extra.begin(), after);
     extra.insert(extra.begin(), "--prepare-after");
   }
@@ -1720,7 +1723,8 @@ struct NobodyServer {
   TempDir dir;
   std::string socket;
   pid_t pid = -1;
-  NobodyServer(const std::string& subgid, std::vector<std::string> extra = {}) {
+  // `nproc_soft` > 0: its soft RLIMIT_NPROC.
+  NobodyServer(const std::string& subgid, std::vector<std::string> extra = {}, rlim_t nproc_soft = 0) {
     ::chmod(dir.path().c_str(), 0777);
     socket = dir.path() + "/nobody/corral.sock";
     put(dir.path() + "/subgid", subgid);
@@ -1730,7 +1734,11 @@ struct NobodyServer {
     // Bind the subgid text over /etc/subgid in a mount namespace of the child's own, before it
     // becomes nobody; the paths are made here, the child only makes system calls.
     const std::string subgid_file = dir.path() + "/subgid";
-    auto bind_subgid = [&subgid, &subgid_file] {
+    auto bind_subgid = [&subgid, &subgid_file, nproc_soft] {
+      struct rlimit nproc {};
+      if (nproc_soft && (::getrlimit(RLIMIT_NPROC, &nproc) != 0 || (nproc.rlim_cur = nproc_soft,
+                                                                    ::setrlimit(RLIMIT_NPROC, &nproc) != 0)))
+        return false;
       return subgid.empty() ||
              (::unshare(CLONE_NEWNS) == 0 && ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
               ::mount(subgid_file.c_str(), "/etc/subgid", nullptr, MS_BIND, nullptr) == 0);
@@ -1800,6 +1808,40 @@ TEST_CASE("26. no sandbox holds supplementary groups, under root and non-root su
     CHECK(r.exit_code == 0);
     // 4242 is not mapped in the sandbox's user namespace: it shows as the overflow gid.
     CHECK(groups_line(r.out) == "Groups:\t65534");
+  }
+}
+
+TEST_CASE("26. a non-root supervisor's commands inherit its soft RLIMIT_NPROC, however they start") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: starting a supervisor as another uid needs root");
+    return;
+  }
+  struct rlimit host {};
+  REQUIRE(::getrlimit(RLIMIT_NPROC, &host) == 0);
+  const rlim_t soft = 4321;
+  if (host.rlim_max != RLIM_INFINITY && host.rlim_max <= soft) {
+    MESSAGE("skipped: this host's hard RLIMIT_NPROC is " << host.rlim_max);
+    return;
+  }
+  // No process bound of corral's own (--default-pids 0): what the command shows is inherited.
+  // The second command of each scope (with --prepare-after 1, also the first) starts from a
+  // prepared sandbox, whose server must not pass on a limit lifted above the supervisor's.
+  for (const char* after : {"0", "1"}) {
+    CAPTURE(after);
+    NobodyServer s("", {"--allow-supplementary-groups", "--default-pids", "0", "--prepare-after", after}, soft);
+    CAPTURE(s.log());
+    CliRun created = cli_as(65534, {"scope", "create", "--detach"}, s.socket);
+    REQUIRE(created.exit_code == 0);
+    const std::string scope = chomp(created.out.substr(created.out.rfind('\n', created.out.size() - 2) + 1));
+    for (int i = 0; i < 2; ++i) {
+      CliRun r = cli_as(65534, {"exec", "--scope", scope, "--", "/bin/grep", "^Max processes", "/proc/self/limits"},
+                        s.socket);
+      CHECK(r.exit_code == 0);
+      std::istringstream fields(r.out);
+      std::string max, processes, value;
+      fields >> max >> processes >> value;
+      CHECK(value == std::to_string(soft));
+    }
   }
 }
 

@@ -195,7 +195,8 @@ void add_exec(CLI::App& app, Runners& runners) {
       ->type_name("MODE")->transform(mode_name());
   add_repeatable(exec, "--workspace", exec_opts.workspaces, "a workspace root: writable in workspace-write mode");
   exec->add_option("--net", exec_opts.net,
-                   "denied (own network namespace with only its loopback) | allowed (host network) "
+                   "denied (a network namespace with only its loopback, the scope's own or the command's) | "
+                   "allowed (host network) "
                    "(default: the scope's, else denied; never looser than a named scope's)")
       ->type_name("NET")->transform(network_name());
   add_repeatable(exec, "--deny-read", exec_opts.deny_read, "PATH masked inside (added to the scope's)");
