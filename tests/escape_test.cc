@@ -372,7 +372,9 @@ TEST_CASE("0. commands start from prepared sandboxes exactly when the run asks f
     return;
   }
   // A non-root supervisor's usual launch gives each command a network namespace of its own; the
-  // commands of one prepared sandbox share the one its server made.
+  // commands of one prepared sandbox share the one its server made. (Without the prepared run's
+  // --prepare-after 1, the default makes the first command usual and the second prepared: two
+  // namespaces all the same.)
   CliRun created = client({"scope", "create", "--detach"}, s.socket());
   REQUIRE_MESSAGE(created.exit_code == 0, created.err);
   const std::string scope = chomp(created.out.substr(created.out.rfind('\n', created.out.size() - 2) + 1));
