@@ -49,6 +49,8 @@
 //   stat PATH                 `dir|file|socket|other mode=NNNN fs=tmpfs|other` or `errno=..`
 //   caps                      `CapInh=.. CapPrm=.. CapEff=.. CapBnd=.. CapAmb=..` (hex, from
 //                             /proc/self/status)
+//   netns-owner               `own` when our user namespace owns our network namespace,
+//                             else `other` or the errno of asking (`errno=EPERM`: an ancestor's)
 //   proc-count                number of numeric entries in /proc
 //   kill0 PID                 kill(PID, 0)
 //   ptrace-traceme | ptrace-attach PID | ptrace-attach-child
@@ -69,6 +71,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -586,6 +589,23 @@ std::string fill_file(const std::string& path, long bytes) {
   return "ok";
 }
 
+// Whose user namespace owns our network namespace: "own" (the one we are in), or the errno of
+// asking (EPERM: one outside ours, an ancestor's).
+std::string netns_owner() {
+  constexpr unsigned long kNsGetUserns = 0xb701;  // NS_GET_USERNS, _IO(0xb7, 0x1)
+  int net = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (net < 0) return errno_str(errno);
+  int owner = ::ioctl(net, kNsGetUserns);
+  const int err = errno;
+  ::close(net);
+  if (owner < 0) return errno_str(err);
+  struct stat a {}, b {};
+  const bool own = ::fstat(owner, &a) == 0 && ::stat("/proc/self/ns/user", &b) == 0 && a.st_ino == b.st_ino &&
+                   a.st_dev == b.st_dev;
+  ::close(owner);
+  return own ? "own" : "other";
+}
+
 // One escape attempt; nullopt-like "" for an unknown action.
 std::string attempt(const std::vector<std::string>& a) {
   auto at = [&](std::size_t i) -> std::string { return i < a.size() ? a[i] : std::string(); };
@@ -622,6 +642,7 @@ std::string attempt(const std::vector<std::string>& a) {
   }
   if (act == "stat") return stat_attempt(at(1));
   if (act == "caps") return caps();
+  if (act == "netns-owner") return netns_owner();
   if (act == "proc-count") return proc_count();
   if (act == "kill0") return result_of(::kill(std::atoi(at(1).c_str()), 0));
   if (act == "ptrace-traceme") return result_of(::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr));
