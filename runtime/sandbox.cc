@@ -1104,13 +1104,17 @@ StatusOr<InitChannels> open_init_channels(bool report) {
 
 }  // namespace
 
+// A root supervisor's scope has a network namespace its network-denied commands share; a
+// non-root one's sandbox makes its own.
+bool SandboxHost::joins_scope_network(const Policy& policy, int netns_fd) const {
+  return policy.network == Network::denied && netns_fd >= 0 && root_ && impl_->host_netns;
+}
+
 bool SandboxHost::plan_identity(const Policy& policy, int netns_fd, sandbox::SandboxPlan& p) const {
   p.inside_uid = root_ ? 0 : ::geteuid();
   p.inside_gid = root_ ? 0 : ::getegid();
   p.drop_groups = root_ || impl_->subgid.has_value();
-  // A root supervisor's scope has a network namespace its commands share; a non-root one's
-  // sandbox makes its own.
-  const bool join_net = policy.network == Network::denied && netns_fd >= 0 && root_ && impl_->host_netns;
+  const bool join_net = joins_scope_network(policy, netns_fd);
   p.new_net = policy.network == Network::denied && !join_net;
   return join_net;
 }
@@ -1410,7 +1414,7 @@ std::optional<std::string> SandboxHost::prepared_key(const Policy& policy, int n
   // anyway, or (non-root: no scope namespace) one the server makes for its commands alone.
   if (!impl_->death_read || !policy.sandboxed || policy.mode == Mode::danger_full_access || !policy.resolved)
     return std::nullopt;
-  if (root_ && policy.network == Network::denied && (netns_fd < 0 || !impl_->host_netns)) return std::nullopt;
+  if (root_ && policy.network == Network::denied && !joins_scope_network(policy, netns_fd)) return std::nullopt;
   // Each command mounts its own /proc over the view's: nothing may be guarded or bound there.
   for (const auto* list : {&policy.protect, &policy.deny_read, &options_.hidden_paths})
     for (const auto& path : *list)

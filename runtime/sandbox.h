@@ -197,6 +197,7 @@ class SandboxHost {
   // plan_identity: the ids inside, the groups, and whether the sandbox's init (or a prepared
   // sandbox's server) makes a network namespace or joins the scope's (the result).
   bool plan_identity(const Policy& policy, int netns_fd, sandbox::SandboxPlan& plan) const;
+  bool joins_scope_network(const Policy& policy, int netns_fd) const;
   Status plan_view(const Policy& policy, const std::string& temp_dir, LaunchParts& parts) const;
   Status plan_confinement(const Policy& policy, LaunchParts& parts, SandboxLaunch& out) const;
   Status plan_cgroup(const Policy& policy, const std::string& name, LaunchParts& parts, SandboxLaunch& out) const;
