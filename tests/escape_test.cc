@@ -253,6 +253,11 @@ std::string chomp(std::string s) {
   return s;
 }
 
+// The id `corral scope create` printed: the last line of its output.
+std::string scope_id_of(const CliRun& created) {
+  return chomp(created.out.substr(created.out.rfind('\n', created.out.size() - 2) + 1));
+}
+
 // Runs the helper in a sandbox: `corral exec OPTS -- helper ACTION...`; its one-line answer, or
 // a description of what went wrong instead (so a failed CHECK shows it).
 std::string attempt(const std::string& socket, std::vector<std::string> opts, const std::vector<std::string>& action) {
@@ -1060,7 +1065,7 @@ TEST_CASE("extra: another scope's temp dir is out of reach when the temp root is
   ServerAt s(kHostDir);
   CliRun created = client({"scope", "create", "--detach"}, s.socket());
   REQUIRE(created.exit_code == 0);
-  const std::string scope_a = chomp(created.out.substr(created.out.rfind('\n', created.out.size() - 2) + 1));
+  const std::string scope_a = scope_id_of(created);
   CliRun wrote = client({"exec", "--json", "--scope", scope_a, "--", kHelper, "write-file", "/tmp/scope-secret",
                          "SCOPE A SECRET"},
                         s.socket());
@@ -1086,7 +1091,7 @@ std::string make_scope(const std::string& socket, std::vector<std::string> opts)
   args.insert(args.end(), opts.begin(), opts.end());
   CliRun r = client(args, socket);
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-  return chomp(r.out);
+  return scope_id_of(r);
 }
 
 }  // namespace
@@ -1823,7 +1828,7 @@ TEST_CASE("26. a non-root supervisor's commands inherit its soft RLIMIT_NPROC, h
     CAPTURE(s.log());
     CliRun created = cli_as(65534, {"scope", "create", "--detach"}, s.socket);
     REQUIRE(created.exit_code == 0);
-    const std::string scope = chomp(created.out.substr(created.out.rfind('\n', created.out.size() - 2) + 1));
+    const std::string scope = scope_id_of(created);
     for (int i = 0; i < 2; ++i) {
       CliRun r = cli_as(65534, {"exec", "--scope", scope, "--", "/bin/grep", "^Max processes", "/proc/self/limits"},
                         s.socket);
@@ -1847,7 +1852,7 @@ TEST_CASE("27. a worker runs the program that was checked, never one planted at 
   REQUIRE(::chmod(prog.c_str(), 0755) == 0);
   CliRun created = client({"scope", "create", "--detach"}, s.socket());
   REQUIRE(created.exit_code == 0);
-  const std::string scope = chomp(created.out.substr(created.out.rfind('\n', created.out.size() - 2) + 1));
+  const std::string scope = scope_id_of(created);
   CliRun plant = client({"exec", "--scope", scope, "--sh",
                       "mkdir -p " + d.path() + " && printf '#!/bin/sh\\ntouch /tmp/planted-ran\\n' > " + prog +
                           " && chmod 755 " + prog + " && echo planted"},
