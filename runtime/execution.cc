@@ -269,7 +269,11 @@ struct Execution::State : std::enable_shared_from_this<State> {
     // goes (supervisor/context.h).
     if (spec.teardown) {
       std::shared_ptr<Cgroup> group(std::move(sandbox->cgroup));
-      spec.teardown([group]() mutable { group.reset(); });
+      // A spare takes its place (the next command's launch then makes none).
+      spec.teardown([group, host = spec.host]() mutable {
+        group.reset();
+        if (host) host->refill_default_groups(limits::kSpareDefaultGroups);
+      });
     } else {
       sandbox->cgroup.reset();
     }

@@ -74,6 +74,9 @@ inline constexpr std::uint64_t kDefaultMemoryCeiling = 8 * GiB;
 constexpr std::uint64_t default_memory_for(std::uint64_t host_ram) {
   return host_ram / 2 < kDefaultMemoryCeiling ? host_ram / 2 : kDefaultMemoryCeiling;
 }
+// Such cgroups the host keeps made ahead of the commands that take them
+// (SandboxHost::refill_default_groups).
+inline constexpr std::size_t kSpareDefaultGroups = 2;
 inline constexpr std::uint64_t kMaxTempSize = 1024 * GiB;
 
 }  // namespace corral::limits

@@ -233,8 +233,12 @@ struct SandboxHost::Impl {
   UniqueFd mounts_fd{::open("/proc/self/mounts", O_RDONLY | O_CLOEXEC)};  // polled for changes
   std::mutex mounts_mutex;   // guards mounts_digest
   std::string mounts_digest;  // of our mount table, as the views copy it (host_mounts_generation)
-  std::mutex spare_mutex;           // guards spare_netns
+  std::mutex spare_mutex;           // guards spare_netns, spare_groups, spare_serial
   std::vector<UniqueFd> spare_netns;  // fresh, unused network namespaces (take_network_namespace)
+  // Fresh, empty cgroups with the default memory bound (refill_default_groups). After
+  // `cgroups`: they go before their manager.
+  std::vector<std::unique_ptr<Cgroup>> spare_groups;
+  std::uint64_t spare_serial = 0;  // their names: "spare-<n>"
   // The death pipe: every sandbox's init watches the read end; the write end is ours alone
   // (close-on-exec, and each init closes its copy first thing), so our death, however it
   // comes, is an EOF in every init, which then ends its sandbox.
@@ -306,6 +310,32 @@ void SandboxHost::refill_network_namespaces(std::size_t count) const {
     std::lock_guard<std::mutex> lock(impl_->spare_mutex);
     impl_->spare_netns.push_back(std::move(ns).value());
   }
+}
+
+void SandboxHost::refill_default_groups(std::size_t count) const {
+  if (!options_.default_memory || !impl_->cgroups->capabilities().memory) return;
+  CgroupLimits limits;
+  limits.memory_bytes = options_.default_memory;
+  for (;;) {
+    std::string name;
+    {
+      std::lock_guard<std::mutex> lock(impl_->spare_mutex);
+      if (impl_->spare_groups.size() >= count) return;
+      name = "spare-" + std::to_string(++impl_->spare_serial);
+    }
+    auto group = impl_->cgroups->create_group(name, limits, false);
+    if (!group.ok()) return;  // the launch that finds none makes its own, and says why it could not
+    std::lock_guard<std::mutex> lock(impl_->spare_mutex);
+    impl_->spare_groups.push_back(std::move(group).value());
+  }
+}
+
+std::unique_ptr<Cgroup> SandboxHost::take_default_group() const {
+  std::lock_guard<std::mutex> lock(impl_->spare_mutex);
+  if (impl_->spare_groups.empty()) return nullptr;
+  std::unique_ptr<Cgroup> group = std::move(impl_->spare_groups.back());
+  impl_->spare_groups.pop_back();
+  return group;
 }
 
 SandboxHost::~SandboxHost() {
@@ -1055,7 +1085,10 @@ Status SandboxHost::plan_cgroup(const Policy& policy, const std::string& name, L
   // launch; the default bound alone does not (the result's `enforced` then lacks it).
   std::vector<UniqueFd>& join_fds = parts.join.self;
   if (policy.caps.any_cgroup() || default_memory) {
-    auto group = impl_->cgroups->create_group(name, limits, policy.caps.any_cgroup());
+    // The default bound alone: a spare made ahead (the same limits, the same hierarchies).
+    std::unique_ptr<Cgroup> spare = policy.caps.any_cgroup() ? nullptr : take_default_group();
+    auto group = spare ? StatusOr<std::unique_ptr<Cgroup>>(std::move(spare))
+                       : impl_->cgroups->create_group(name, limits, policy.caps.any_cgroup());
     if (group.ok()) {
       auto join = (*group)->open_join();
       if (join.ok() && join->self.size() <= std::size(p.cgroup_join_fds)) {

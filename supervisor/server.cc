@@ -443,7 +443,10 @@ Status serve(const ServerOptions& options_in) {
 
   ctx.scopes = std::make_unique<ScopeRegistry>(options.temp_root, ctx.host.get(), ctx.teardown->submitter(),
                                                options.prepare_after);
-  ctx.teardown->submit([host = ctx.host.get()] { host->refill_network_namespaces(kSpareNetworkNamespaces); });
+  ctx.teardown->submit([host = ctx.host.get()] {
+    host->refill_network_namespaces(kSpareNetworkNamespaces);
+    host->refill_default_groups(limits::kSpareDefaultGroups);
+  });
   ctx.background = std::make_unique<BackgroundTable>(io);
   Server server(io, ctx, std::move(listen_fd).value(), signals);
   server.start();

@@ -5,6 +5,8 @@
 #include <sched.h>
 #include <sys/prctl.h>
 
+#include <filesystem>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -475,6 +477,73 @@ TEST_CASE("network namespaces from the spares are fresh, distinct and never the 
   struct stat after {};
   REQUIRE(::stat("/proc/thread-self/ns/net", &after) == 0);
   CHECK(after.st_ino == own.st_ino);
+}
+
+TEST_CASE("the default memory bound's cgroups come from spares made ahead, each used once") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: a sandbox host in this process needs root (this test runs as uid " << ::geteuid() << ")");
+    return;
+  }
+  HostOptions options;
+  options.default_memory = 64ull << 20;
+  auto host = SandboxHost::create(options);
+  if (Status st = host->check(Policy{}); !st.ok()) {
+    MESSAGE("skipped: this host cannot sandbox: " << st.message());
+    return;
+  }
+  std::string parent;  // our memory hierarchy's corral-<pid>
+  for (const auto& d : host->cgroup_dirs())
+    if (std::filesystem::exists(d + "/memory.limit_in_bytes") || std::filesystem::exists(d + "/memory.max")) parent = d;
+  if (parent.empty()) {
+    MESSAGE("skipped: this host has no memory cgroup for the supervisor");
+    return;
+  }
+  auto groups = [&] {
+    std::set<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(parent))
+      if (e.is_directory()) names.insert(e.path().filename().string());
+    return names;
+  };
+  auto limit = [&](const std::string& name) {
+    std::string v = read_file(parent + "/" + name + "/memory.limit_in_bytes");
+    if (v.empty()) v = read_file(parent + "/" + name + "/memory.max");
+    return v.substr(0, v.find('\n'));
+  };
+  host->refill_default_groups(2);
+  REQUIRE(groups() == std::set<std::string>{"spare-1", "spare-2"});
+  CHECK(limit("spare-1") == std::to_string(64ull << 20));
+  CHECK(limit("spare-2") == std::to_string(64ull << 20));
+
+  TempDir temp;
+  REQUIRE(host->adopt_temp_dir(temp.path()).ok());
+  asio::io_context io;
+  ExecSpec spec = helper_spec({"write", "3"});
+  spec.temp_dir = temp.path();
+  spec.policy = Policy{};
+  spec.host = host.get();
+  spec.cgroup_name = "cmd-1";
+  spec.hold_for_authorization = true;
+  // The group goes, and a spare takes its place (the supervisor runs this on its teardown pool).
+  spec.teardown = [](std::function<void()> job) { job(); };
+  std::set<std::string> held_in;
+  std::string procs;
+  std::optional<Execution> e;
+  spec.on_prepared = [&] {
+    held_in = groups();
+    procs = read_file(parent + "/spare-2/cgroup.procs");
+    e->authorize(true);
+  };
+  Result result;
+  e.emplace(Execution::start(io, std::move(spec), nullptr, [&](Result r) { result = std::move(r); }));
+  io.run();
+  CHECK(result.status == ExitStatus::exited);
+  CHECK(std::find(result.enforced.begin(), result.enforced.end(), "cgroup-memory") != result.enforced.end());
+  // Held before exec, the command's init was in the spare it took; no group was made for it.
+  CHECK(held_in == std::set<std::string>{"spare-1", "spare-2"});
+  CHECK(!procs.empty());
+  // Used once: that spare is gone with the command, and a new one waits.
+  CHECK(groups() == std::set<std::string>{"spare-1", "spare-3"});
+  CHECK(limit("spare-3") == std::to_string(64ull << 20));
 }
 
 TEST_CASE("a user-namespace helper child ends with its parent, even one killed before it ends the child") {
