@@ -129,6 +129,7 @@ struct Execution::State : std::enable_shared_from_this<State> {
   std::uint64_t kept = 0;
   int parts = 0;  // running coroutines (2 readers + exit watcher)
   bool spawned = false, paused = false, output_closed = false, finished = false;
+  bool releasing = false;  // an authorized launch's release runs off the loop (authorize)
   bool cancelled_before_spawn = false, sigkilled = false;
 
   void decide(ExitStatus s) {
@@ -482,7 +483,7 @@ struct Execution::State : std::enable_shared_from_this<State> {
   }
 
   void authorize(bool grant, const std::string& reason) {
-    if (finished || !sandbox || !sandbox->held()) return;
+    if (finished || releasing || !sandbox || !sandbox->held()) return;
     if (!grant) {
       decide(ExitStatus::cancelled);
       result.message = "not launched: " + reason;
@@ -490,7 +491,29 @@ struct Execution::State : std::enable_shared_from_this<State> {
       sandbox->release_fd.reset();  // EOF: the prepared command exits without exec
       return;
     }
-    Status st = sandbox->release();
+    // The release waits for the exec (or a setup error), which a stopped init would hold up to
+    // limits::kSetupDeadline: off the loop, as the launch itself. It takes the held descriptors
+    // with it and shares nothing with the loop meanwhile.
+    auto held = std::make_shared<SandboxLaunch>();
+    held->release_fd = std::move(sandbox->release_fd);
+    held->error_read = std::move(sandbox->error_read);
+    held->program = sandbox->program;
+    if (!spec.offload) return released(held->release());
+    releasing = true;
+    auto self = shared_from_this();
+    auto work = std::make_shared<asio::executor_work_guard<asio::io_context::executor_type>>(io.get_executor());
+    spec.offload([self, held, work]() mutable {
+      Status st = held->release();
+      asio::io_context& loop = self->io;
+      asio::post(loop, [self = std::move(self), st = std::move(st), work = std::move(work)]() mutable {
+        self->releasing = false;
+        self->released(std::move(st));
+      });
+    });
+  }
+
+  void released(Status st) {
+    if (finished || decided) return;  // ended or ending meanwhile (a cancel, a kill): nothing to arm
     if (!st.ok()) {
       decide(ExitStatus::setup_error);
       result.setup_step = st.step();

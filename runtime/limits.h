@@ -74,6 +74,10 @@ inline constexpr std::uint64_t kDefaultMemoryCeiling = 8 * GiB;
 constexpr std::uint64_t default_memory_for(std::uint64_t host_ram) {
   return host_ram / 2 < kDefaultMemoryCeiling ? host_ram / 2 : kDefaultMemoryCeiling;
 }
+// The longest a launch waits for its sandbox's setup (clone to exec, or to a prepared
+// sandbox's view): far beyond a real setup (milliseconds), and what bounds a launcher thread
+// against an init that a host process of the sandbox uid stopped. The init is then killed.
+inline constexpr milliseconds kSetupDeadline{10'000};
 // Such cgroups the host keeps made ahead of the commands that take them
 // (SandboxHost::refill_default_groups).
 inline constexpr std::size_t kSpareDefaultGroups = 2;

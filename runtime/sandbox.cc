@@ -668,7 +668,23 @@ bool SandboxLaunch::read_report(ExitInfo& info) {
 namespace {
 
 // Reads the error pipe to EOF: nothing means the command exec'd; a report names the step.
+// Never longer than limits::kSetupDeadline: a sandbox's init runs as the sandbox uid, which any
+// host process of that uid may SIGSTOP, and a launch must not wait for it forever (the caller
+// then kills the init: SIGKILL ends a stopped process too).
 Status read_child_errors(int fd, const SpawnSpec* spec, const std::string& program, bool stop_at_ready, bool* ready) {
+  const auto deadline = std::chrono::steady_clock::now() + limits::kSetupDeadline;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return Status::error("setup", ETIMEDOUT,
+                           "the sandbox's setup did not finish within " +
+                               std::to_string(limits::kSetupDeadline.count() / 1000) +
+                               " s (its init was stopped or is stuck); it was killed");
+    pollfd in{fd, POLLIN, 0};
+    const int r = ::poll(&in, 1, static_cast<int>(left.count()));
+    if (r > 0) break;
+    if (r < 0 && errno != EINTR) return Status::from_errno("setup", errno, "waiting for the sandbox's setup");
+  }
   child::ChildError report{};
   ssize_t n;
   do {
@@ -904,6 +920,7 @@ Status SandboxHost::plan_view(const Policy& policy, const std::string& temp_dir,
   if (rp.workspaces.size() != pol->workspaces.size() || rp.bind_sources.size() != pol->binds.size() ||
       rp.protect.size() != pol->protect.size() || rp.deny_read.size() != pol->deny_read.size())
     return Status::invalid("policy paths changed after they were resolved");
+  if (Status st = refuse_hidden(*pol, options_.hidden_paths); !st.ok()) return st;
   HostPath& temp = parts.temp;
   {
     auto t = resolve_host_path(temp_dir, "the scope's temp dir");
@@ -924,8 +941,22 @@ Status SandboxHost::plan_view(const Policy& policy, const std::string& temp_dir,
   // /var/tmp is private like /tmp: the same scope temp dir.
   struct stat var_tmp {};
   if (!full && ::lstat("/var/tmp", &var_tmp) == 0 && S_ISDIR(var_tmp.st_mode)) binds.push_back({temp, "/var/tmp", true});
-  if (pol->mode != Mode::read_only)
-    for (const auto& w : rp.workspaces) binds.push_back({w, w.path, true});
+  // The view's private dirs (/tmp, /var/tmp, /dev, /run, /var/run) are not the host's: a path
+  // beneath one shows only where it is bound.
+  auto in_private_dir = [full](const std::string& path) {
+    std::vector<const char*> own = {"/tmp"};
+    if (!full) own.insert(own.end(), {"/var/tmp", "/dev", "/run", "/var/run"});
+    for (const char* d : own)
+      if (path == d || path.rfind(std::string(d) + "/", 0) == 0) return true;
+    return false;
+  };
+  // Workspace roots: writable; in read-only mode the read-only host root shows them, but for
+  // one beneath a private dir, bound read-only.
+  for (const auto& w : rp.workspaces)
+    if (pol->mode != Mode::read_only)
+      binds.push_back({w, w.path, true});
+    else if (in_private_dir(w.path))
+      binds.push_back({w, w.path, false});
   for (std::size_t i = 0; i < pol->binds.size(); ++i)
     binds.push_back({rp.bind_sources[i], pol->binds[i].target, pol->binds[i].writable && pol->mode != Mode::read_only});
   // Each --allow-socket at its own path (read-only), so that it is there even where the view
@@ -990,16 +1021,10 @@ Status SandboxHost::plan_view(const Policy& policy, const std::string& temp_dir,
     }
   }
   std::vector<std::string>& mask_paths = parts.mask_paths;
-  // A hidden path (the socket dir, the temp root) is masked where the view shows the host's
-  // file at that path. Under the view's private dirs it is not there to hide, and a mask
-  // would cover the private dir itself (a socket directly in /tmp would mask the scope's /tmp).
-  auto in_private_dir = [full](const std::string& path) {
-    std::vector<const char*> own = {"/tmp"};
-    if (!full) own.insert(own.end(), {"/var/tmp", "/dev", "/run", "/var/run"});
-    for (const char* d : own)
-      if (path == d || path.rfind(std::string(d) + "/", 0) == 0) return true;
-    return false;
-  };
+  // A hidden path (the socket dir, the temp root, the crash records) is masked where the view
+  // shows the host's file at that path. Under the view's private dirs it is not there to hide
+  // (no root that contains it is bound: refuse_hidden), and a mask would cover the private dir
+  // itself (a socket directly in /tmp would mask the scope's /tmp).
   for (const auto& h : options_.hidden_paths)
     if (!in_private_dir(h)) mask_paths.push_back(h);
   // The host's cgroup trees list host pids and every supervisor's corral-<pid> group.

@@ -31,8 +31,10 @@ struct Context {
   std::unique_ptr<SandboxHost> host;  // the isolation layers this host enforces
   std::vector<LayerReport> layers;    // what hello and status report
   std::vector<proto::BoundInfo> defaults;  // the default bounds status reports (server.cc)
-  // File requests run here (FileRequests); launches (ExecSpec::offload) and the lineage walks
-  // of new peers on a pool of their own, so that a slow fsync never delays a launch; cgroup
+  // File requests run here (FileRequests); launches (ExecSpec::offload) on a pool of their own,
+  // so that a slow fsync never delays a launch; the lineage walks of new peers on a thread of
+  // their own (admission), so that launches held up (up to limits::kSetupDeadline each by an
+  // init a host process of the sandbox uid stopped) never keep a new client out; cgroup
   // teardown (ExecSpec::teardown, up to a second each) and temp-dir removal on a third, so
   // that neither delays the other two.
   // The teardown pool goes last of the three: what the others drop (a scope a job still held)
@@ -40,6 +42,7 @@ struct Context {
   std::unique_ptr<BlockingPool> teardown;
   std::unique_ptr<BlockingPool> blocking;
   std::unique_ptr<BlockingPool> launcher;
+  std::unique_ptr<BlockingPool> admission;
   std::unique_ptr<ScopeRegistry> scopes;
   std::unique_ptr<BackgroundTable> background;
   std::map<std::string, std::shared_ptr<class Worker>> workers;  // by "scope/name"

@@ -156,16 +156,9 @@ StatusOr<ExecSpec> to_spec(const proto::ExecRequest& req, const ServerOptions& o
                              " does not exist, and corral makes no mount point directly in /; bind beneath an "
                              "existing directory (such as /mnt or /opt)");
   }
-  // The socket directory is masked at its own path in every sandbox; a bind would show it
-  // again at another path, so a bind may not contain it.
-  for (const auto& hidden : options.hidden_paths) {
-    auto contains = [&](const std::string& root) {
-      return hidden == root || hidden.rfind(root == "/" ? root : root + "/", 0) == 0;
-    };
-    for (const auto& b : policy->binds)
-      if (contains(b.source))
-        return Status::invalid("--bind source " + b.source + " contains the supervisor's socket directory " + hidden);
-  }
+  // The supervisor's own directories are masked at their own paths in every sandbox; a root
+  // that contains one would show it again.
+  if (Status st = refuse_hidden(*policy, options.hidden_paths); !st.ok()) return st;
   spec.policy = std::move(policy).value();
   if (Status st = validate(spec); !st.ok()) return st;
   return spec;

@@ -1,7 +1,8 @@
 // The one asynchronous frame reader: a client's Transport (supervisor/transport.h) and a
 // worker's channel (supervisor/worker.h) both read their peer's frames through it. The length
-// is checked against the limit before anything is allocated, and the payload is verified
-// (proto::verify_payload) before anyone sees it.
+// is checked against the limit before anything is allocated, the buffer grows only with the
+// bytes that arrive (a peer that sends a header and stalls holds no more than it sent), and
+// the payload is verified (proto::verify_payload) before anyone sees it.
 #pragma once
 
 #include <asio/awaitable.hpp>

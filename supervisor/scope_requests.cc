@@ -45,6 +45,8 @@ void ScopeRequests::on_create(const proto::Message& msg) {
   if (req.max_file_size()) own.caps.max_file_size = req.max_file_size();
   const Credentials creds = s_.peer().credentials();
   if (Status st = normalize(own, &creds); !st.ok()) return s_.send_error(id, ErrorCode::invalid_request, st.message());
+  if (Status st = refuse_hidden(own, s_.ctx().options.hidden_paths); !st.ok())
+    return s_.send_error(id, ErrorCode::invalid_request, st.message());
   asked.workspaces = std::move(own.workspaces);
   asked.deny_read = std::move(own.deny_read);
   asked.protect = std::move(own.protect);

@@ -155,7 +155,7 @@ class Server {
     ucred cred{};
     socklen_t len = sizeof cred;
     if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-      spdlog::warn("refused a connection: SO_PEERCRED: {}", std::strerror(errno));
+      log_refusal(fmt::format(": SO_PEERCRED: {}", std::strerror(errno)));
       return;
     }
     Peer peer{cred.uid, cred.gid, cred.pid, {}};
@@ -163,7 +163,7 @@ class Server {
     peer.groups = peer_groups(socket.native_handle());
     if (peer.groups.empty() && errno != 0) {
       // Paths are checked with the peer's groups: without them the check would be wrong.
-      spdlog::warn("refused a connection: SO_PEERGROUPS: {}", std::strerror(errno));
+      log_refusal(fmt::format(": SO_PEERGROUPS: {}", std::strerror(errno)));
       return;
     }
 #ifndef SO_PEERPIDFD
@@ -190,7 +190,7 @@ class Server {
     const pid_t self = ::getpid();
     // The job may outlive this Server (a supervisor stopping drains its pools after the Server
     // is gone): it touches only the io_context, and the handler runs only while the loop does.
-    ctx_.launcher->submit([this, &io = io_, admission, pidfd, self]() {
+    ctx_.admission->submit([this, &io = io_, admission, pidfd, self]() {
       const Lineage who = lineage(admission->peer.pid, self, pidfd->get());
       asio::post(io, [this, admission, who]() {
         admission->who = who;
@@ -207,10 +207,10 @@ class Server {
   void admit_checked(stream_protocol::socket socket, const Peer& peer, Lineage who) {
     const ucred cred{peer.pid, peer.uid, peer.gid};
     if (who != Lineage::stranger) {
-      spdlog::warn("refused a connection from pid {}: {}", cred.pid,
-                   who == Lineage::ours        ? "it runs inside a sandbox of this supervisor"
-                   : who == Lineage::sandboxed ? "it runs inside a corral sandbox (another supervisor's)"
-                                               : "the peer vanished before it could be checked");
+      log_refusal(fmt::format(" from pid {}: {}", cred.pid,
+                              who == Lineage::ours        ? "it runs inside a sandbox of this supervisor"
+                              : who == Lineage::sandboxed ? "it runs inside a corral sandbox (another supervisor's)"
+                                                          : "the peer vanished before it could be checked"));
       refuse(socket, proto::ErrorCode::permission_denied,
              who == Lineage::unverifiable ? "the peer could not be verified" : "commands run by corral may not use its socket");
       return;
@@ -230,7 +230,7 @@ class Server {
                          std::find(ctx_.options.allow_uids.begin(), ctx_.options.allow_uids.end(), cred.uid) !=
                              ctx_.options.allow_uids.end();
     if (!allowed) {
-      spdlog::warn("refused a connection from uid {} pid {}: not this supervisor's uid and not --allow-uid", cred.uid, cred.pid);
+      log_refusal(fmt::format(" from uid {} pid {}: not this supervisor's uid and not --allow-uid", cred.uid, cred.pid));
       refuse(socket, proto::ErrorCode::permission_denied,
              "uid " + std::to_string(cred.uid) + " may not use this supervisor (serve --allow-uid)");
       return true;
@@ -239,8 +239,8 @@ class Server {
     auto it = ctx_.connections_by_uid.find(cred.uid);
     const std::size_t of_uid = (it == ctx_.connections_by_uid.end() ? 0 : it->second) + pending_uid;
     if (of_uid >= per_uid) {
-      spdlog::warn("refused a connection from uid {} pid {}: {} connections of that uid open (--max-connections-per-uid)",
-                   cred.uid, cred.pid, of_uid);
+      log_refusal(fmt::format(" from uid {} pid {}: {} connections of that uid open (--max-connections-per-uid)",
+                              cred.uid, cred.pid, of_uid));
       refuse(socket, proto::ErrorCode::too_many_connections,
              "uid " + std::to_string(cred.uid) + " already has " + std::to_string(of_uid) +
                  " connections (serve --max-connections-per-uid)");
@@ -248,7 +248,7 @@ class Server {
     }
     const std::size_t all = ctx_.connections + pending_all;
     if (all >= ctx_.options.max_connections) {
-      spdlog::warn("refused a connection from pid {}: {} connections open (--max-connections)", cred.pid, all);
+      log_refusal(fmt::format(" from pid {}: {} connections open (--max-connections)", cred.pid, all));
       refuse(socket, proto::ErrorCode::too_many_connections,
              "the supervisor already has " + std::to_string(all) + " connections (serve --max-connections)");
       return true;
@@ -282,6 +282,31 @@ class Server {
   };
   std::deque<std::shared_ptr<Admission>> admissions_;
   bool stopping_ = false;
+
+  // "refused a connection<what>", at most kRefusalLogsPerSecond lines a second: a connect loop
+  // must not flood the log. The ones left out are counted, and the count is logged with the
+  // first refusal of a later second.
+  static constexpr unsigned kRefusalLogsPerSecond = 10;
+  void log_refusal(const std::string& what) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - refusal_second_ >= std::chrono::seconds(1)) {
+      if (refusals_unlogged_)
+        spdlog::warn("refused {} more connections (not logged one by one: over {} a second)", refusals_unlogged_,
+                     kRefusalLogsPerSecond);
+      refusal_second_ = now;
+      refusals_logged_ = 0;
+      refusals_unlogged_ = 0;
+    }
+    if (refusals_logged_ < kRefusalLogsPerSecond) {
+      ++refusals_logged_;
+      spdlog::warn("refused a connection{}", what);
+    } else {
+      ++refusals_unlogged_;
+    }
+  }
+  std::chrono::steady_clock::time_point refusal_second_{};
+  unsigned refusals_logged_ = 0;
+  std::uint64_t refusals_unlogged_ = 0;
 };
 
 }  // namespace
@@ -410,9 +435,17 @@ Status serve(const ServerOptions& options_in) {
   ctx.blocking = std::make_unique<BlockingPool>(2);
   // Both cores launch: a launch is mostly waiting for its child's setup.
   ctx.launcher = std::make_unique<BlockingPool>(std::max(2u, std::thread::hardware_concurrency()));
+  ctx.admission = std::make_unique<BlockingPool>(1);
   // Background work (teardowns, spare namespaces) yields the CPU to launches.
   ctx.teardown = std::make_unique<BlockingPool>(1, 10);
   options.hidden_paths.push_back(dir);
+  options.hidden_paths.push_back(registry);
+  // As a root resolves (canonical: no symlink), for refuse_hidden() to compare.
+  for (auto& h : options.hidden_paths) {
+    std::error_code ec;
+    auto canonical = std::filesystem::weakly_canonical(h, ec);
+    if (!ec) h = canonical.string();
+  }
   ctx.options = options;
   HostOptions host_options;
   host_options.sandbox_uid = options.sandbox_uid;

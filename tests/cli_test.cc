@@ -360,6 +360,22 @@ TEST_CASE("CLI: the issue's own command lines") {
   r = run({"exec", "--socket", s.socket(), "sh", "-c", "true"});
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("after `--`") != std::string::npos);
+  CHECK(r.err.find("unknown option -c") != std::string::npos);
+}
+
+TEST_CASE("CLI: an option nobody defines is named as unknown, not blamed on the words after it") {
+  for (const auto& [args, name] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"exec", "--time", "1", "--", "true"}, "--time"},
+           {{"exec", "--foo", "--", "true"}, "--foo"},
+           {{"exec", "--foo=1", "--", "true"}, "--foo"},
+           {{"status", "--bogus"}, "--bogus"},
+           {{"scope", "create", "--workspaces", "/tmp"}, "--workspaces"},
+       }) {
+    CAPTURE(join(args));
+    auto r = run(args);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("corral: unknown option " + name + " ") == 0);
+  }
 }
 
 TEST_CASE("CLI: typed options refuse values out of their bounds, naming the bound") {

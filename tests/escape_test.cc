@@ -240,6 +240,7 @@ class ServerAt {
   }
   const std::string& socket() const { return socket_; }
   std::string sock_dir() const { return dir_ + "/sock"; }
+  const std::string& dir() const { return dir_; }  // also its temp root
   std::string log() const { return read_file(dir_ + "/serve.log"); }
   pid_t pid() const { return pid_; }
 
@@ -675,7 +676,57 @@ TEST_CASE("7. the supervisor's socket outside /tmp: its directory is masked in e
   // A bind that would show the socket directory at another path is refused.
   auto r = client({"exec", "--bind", s.sock_dir() + ":/tmp/sock", "--", kHelper, "exit", "0"}, s.socket());
   CHECK(r.exit_code == 125);
-  CHECK(r.err.find("contains the supervisor's socket directory " + s.sock_dir()) != std::string::npos);
+  CHECK(r.err.find("--bind source " + s.sock_dir() + " contains " + s.sock_dir() + ", one of the supervisor's own") !=
+        std::string::npos);
+}
+
+TEST_CASE("7b. no workspace, bind or scope may contain the supervisor's own directories; one beneath them may") {
+  ServerAt s(kHostDir, {});
+  const std::string own = "one of the supervisor's own directories";
+  auto refused = [&](const std::vector<std::string>& args, const std::string& what) {
+    CAPTURE(args);
+    auto r = client(args, s.socket());
+    CHECK(r.exit_code != 0);
+    CHECK(r.err.find(what) != std::string::npos);
+    CHECK(r.err.find(own) != std::string::npos);
+  };
+  // The socket's directory, and the directory holding it and the temp root, in every mode.
+  for (const auto& mode : kModes) {
+    refused({"exec", "--mode", mode, "--workspace", s.sock_dir(), "--", kHelper, "exit", "0"},
+            "workspace root " + s.sock_dir() + " contains " + s.sock_dir());
+    refused({"exec", "--mode", mode, "--workspace", s.dir(), "--", kHelper, "exit", "0"},
+            "workspace root " + s.dir() + " contains ");
+  }
+  refused({"exec", "--bind", s.dir() + ":/opt/x", "--", kHelper, "exit", "0"}, "--bind source " + s.dir());
+  refused({"scope", "create", "--workspace", s.dir()}, "workspace root " + s.dir());
+  refused({"worker", "start", "w", "--workspace", s.dir(), "--", kHelper, "exit", "0"}, "workspace root " + s.dir());
+  // A directory beside them is an ordinary workspace.
+  const std::string ws = s.dir() + "/ws";
+  REQUIRE(std::filesystem::create_directory(ws));
+  if (nonroot()) REQUIRE(::chown(ws.c_str(), nobody().uid, nobody().gid) == 0);
+  CHECK(attempts(s.socket(), {"--workspace", ws}, {"write-file " + ws + "/f x"}) == std::vector<std::string>{"ok"});
+  // A supervisor with its socket and temp root in /tmp: /tmp itself is no workspace.
+  Supervisor t;
+  auto r = client({"exec", "--workspace", "/tmp", "--", kHelper, "exit", "0"}, t.socket());
+  CHECK(r.exit_code == 125);
+  CHECK(r.err.find("workspace root /tmp contains ") != std::string::npos);
+}
+
+TEST_CASE("7c. in read-only mode a workspace beneath /tmp or /var/tmp is shown, read-only") {
+  Supervisor s;
+  for (const std::string base : {"/tmp", "/var/tmp"}) {
+    std::string dir = base + "/corral-ro-ws-XXXXXX";
+    REQUIRE(::mkdtemp(dir.data()) != nullptr);
+    REQUIRE(::chmod(dir.c_str(), 0755) == 0);
+    { std::ofstream(dir + "/seen") << "yes"; }
+    REQUIRE(::chmod((dir + "/seen").c_str(), 0644) == 0);
+    CAPTURE(dir);
+    CHECK(attempts(s.socket(), {"--mode", "read-only", "--workspace", dir},
+                   {"read-file " + dir + "/seen", "write-file " + dir + "/new x"}) ==
+          std::vector<std::string>{"ok yes", "errno=EROFS"});
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
 }
 
 TEST_CASE("7. a sandboxed peer that reaches the socket anyway is refused (the second layer)") {

@@ -181,6 +181,29 @@ TEST_CASE("a root supervisor's event loop runs at a higher priority than its poo
   REQUIRE(c->send(proto::make_cancel(1, true)));
 }
 
+TEST_CASE("a frame's header alone commits nothing: forty connections that claim 16 MiB and stall") {
+  Server s;
+  auto probe = s.connect();
+  REQUIRE(probe);
+  const std::uint64_t before = rss_kb(s.pid());
+  std::vector<std::unique_ptr<proto::Client>> stalled;
+  for (int i = 0; i < 40; ++i) {
+    auto c = s.connect();
+    REQUIRE(c);
+    // A header (little-endian length) just under the 16 MiB frame bound, and one byte of payload.
+    const std::uint32_t length = (16u << 20) - 8;
+    const std::uint8_t bytes[5] = {static_cast<std::uint8_t>(length), static_cast<std::uint8_t>(length >> 8),
+                                   static_cast<std::uint8_t>(length >> 16), static_cast<std::uint8_t>(length >> 24), 1};
+    REQUIRE(::write(c->fd(), bytes, sizeof bytes) == static_cast<ssize_t>(sizeof bytes));
+    stalled.push_back(std::move(c));
+  }
+  std::this_thread::sleep_for(1s);
+  // 640 MiB claimed; a buffer grows only with what arrives (about 64 KiB each here).
+  CHECK(rss_kb(s.pid()) < before + 32 * 1024);
+  proto::Received r = must(probe->call(1, proto::make_status_request(1)));
+  CHECK(r.msg->body_as_StatusReply());
+}
+
 TEST_CASE("a connection that never says hello is closed at the hello deadline") {
   Server s({"--hello-timeout", "500ms"});
   auto silent = must(proto::Client::connect_raw(s.socket()));
@@ -221,6 +244,28 @@ TEST_CASE("one uid's connections are capped below the total: the others still ge
   // A held connection that goes away gives its slot back at once.
   held.pop_back();
   CHECK(wait_until([&] { return proto::Client::connect(s.socket()).ok(); }, 5s));
+}
+
+TEST_CASE("a connect flood is logged at most ten lines a second, and the rest are counted") {
+  Server s({"--max-connections-per-uid", "2"});
+  std::vector<std::unique_ptr<proto::Client>> held;
+  for (int i = 0; i < 2; ++i) held.push_back(s.connect());  // past the hello deadline too
+  REQUIRE(held.back());
+  auto count = [&](const std::string& what) {
+    const std::string log = s.log();
+    std::size_t n = 0;
+    for (auto at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+    return n;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 300; ++i) CHECK_FALSE(proto::Client::connect(s.socket()));
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start).count();
+  std::this_thread::sleep_for(1100ms);
+  CHECK_FALSE(proto::Client::connect(s.socket()));  // a later second: the count comes first
+  CHECK(wait_until([&] { return count("more connections (not logged one by one") == 1; }, 5s));
+  CAPTURE(seconds);
+  CHECK(count("refused a connection from uid") <= 10 * static_cast<std::size_t>(seconds + 2));
+  CHECK(count("refused a connection from uid") >= 10);
 }
 
 TEST_CASE("a non-root supervisor launches every command (init turns non-dumpable only after its id maps)") {

@@ -267,7 +267,10 @@ void add_write(CLI::App& app, Runners& runners) {
 
 void add_ls(CLI::App& app, Runners& runners) {
   auto o = std::make_shared<FileOptions>();
-  auto* ls = add_file_command(app, "ls", "List a directory: name, type, size, mtime.", *o);
+  auto* ls = add_file_command(app, "ls",
+                              "List a directory: one name a line, `/` after a directory; --json gives each "
+                              "entry's name, type, size and mtime_ms.",
+                              *o);
   ls->add_option("--max-entries", o->max_entries, "at most this many entries (default and max 10000)")
       ->type_name("N")->check(CLI::Range(1u, 10000u).description(""));
   ls->add_flag("--json", o->json, "print as JSON");
@@ -474,6 +477,28 @@ constexpr Subcommand kSubcommands[] = {
     {"poll", add_poll},     {"stop", add_stop},   {"worker", add_worker}, {"mcp", add_mcp},
 };
 
+// Whether `name` ("--x" or "-x") is an option of `app` or of any of its subcommands.
+bool known_option(const CLI::App& app, const std::string& name) {
+  for (const CLI::Option* o : app.get_options())
+    if (o->check_name(name)) return true;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (known_option(*sub, name)) return true;
+  return false;
+}
+
+// The first word before `--` that looks like an option (--x, --x=v, -x; not a negative number)
+// and is nobody's: what a parse that found extra arguments should name.
+std::string unknown_option(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") break;
+    if (a.size() < 2 || a[0] != '-' || (a[1] >= '0' && a[1] <= '9') || a[1] == '.') continue;
+    const std::string name = a.substr(0, a.find('='));
+    if (!known_option(app, name)) return name;
+  }
+  return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -498,6 +523,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help, --version (CallForHelp derives from Success)
   } catch (const CLI::ExtrasError& e) {
+    if (std::string name = unknown_option(app, argc, argv); !name.empty())
+      return cli::complain(cli::kUsage, "unknown option " + name + " (a program's own arguments go after `--`; see --help)");
     return cli::complain(cli::kUsage, std::string(e.what()) + " (a program's own arguments go after `--`; see --help)");
   } catch (const CLI::ParseError& e) {
     return cli::complain(cli::kUsage, std::string(e.what()) + " (see --help)");
