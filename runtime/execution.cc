@@ -130,6 +130,7 @@ struct Execution::State : std::enable_shared_from_this<State> {
   int parts = 0;  // running coroutines (2 readers + exit watcher)
   bool spawned = false, paused = false, output_closed = false, finished = false;
   bool releasing = false;  // an authorized launch's release runs off the loop (authorize)
+  bool finish_pending = false;  // the command ended while its release ran: finish after it
   bool cancelled_before_spawn = false, sigkilled = false;
 
   void decide(ExitStatus s) {
@@ -309,6 +310,12 @@ struct Execution::State : std::enable_shared_from_this<State> {
   }
 
   void finish() {
+    // An authorized launch's release still under way on the pool: its outcome (launched or
+    // not) belongs in the result, so the finish waits for it (released()).
+    if (releasing) {
+      finish_pending = true;
+      return;
+    }
     finished = true;
     linger.cancel();
     deadline.cancel();
@@ -512,18 +519,24 @@ struct Execution::State : std::enable_shared_from_this<State> {
     });
   }
 
+  // The release's outcome, back on the loop. The command may have ended meanwhile (a fast
+  // command, a cancel, a cap): its finish waited for this (finish_pending).
   void released(Status st) {
-    if (finished || decided) return;  // ended or ending meanwhile (a cancel, a kill): nothing to arm
+    if (finished) return;
     if (!st.ok()) {
       decide(ExitStatus::setup_error);
       result.setup_step = st.step();
       result.setup_errno = st.err();
       result.message = st.message();
-      kill_tree(false);
-      return;
+      if (!finish_pending) kill_tree(false);
+    } else {
+      result.launched = true;  // it exec'd, whatever was decided meanwhile
+      if (!finish_pending && !decided) arm_deadline();
     }
-    result.launched = true;
-    arm_deadline();
+    if (finish_pending) {
+      finish_pending = false;
+      finish();
+    }
   }
 
   void arm_deadline() {

@@ -148,16 +148,16 @@ Status refuse_hidden(const Policy& policy, const std::vector<std::string>& hidde
   for (const auto& h : hidden) {
     auto contains = [&h](const std::string& root) { return h == root || h.rfind(root == "/" ? root : root + "/", 0) == 0; };
     auto refuse = [&h](const std::string& what) {
-      return Status::invalid(what + " contains " + h + ", one of the supervisor's own directories (its socket's, "
-                             "its temp root or its crash records), which no sandbox may see; name a root beneath it "
-                             "or elsewhere");
+      return Status::invalid(what + " contains or lies in " + h + ", one of the supervisor's own directories (its "
+                             "socket's, its temp root or its crash records), which no sandbox may see");
     };
     for (const auto& w : policy.workspaces)
       if (contains(w)) return refuse("workspace root " + w);
     for (const auto& b : policy.binds)
       if (contains(b.source)) return refuse("--bind source " + b.source);
+    // A socket is no directory: refused where it lies in one of them (the supervisor's own).
     for (const auto& a : policy.allow_sockets)
-      if (contains(a.path)) return refuse("--allow-socket " + a.path);
+      if (a.path == h || a.path.rfind(h + "/", 0) == 0) return refuse("--allow-socket " + a.path);
   }
   return {};
 }

@@ -90,10 +90,11 @@ Status resolve_allow_sockets(Policy& policy);
 // the option.
 Status normalize(Policy& policy, const Credentials* peer = nullptr);
 
-// A workspace root, --bind source or --allow-socket path (canonical: after normalize()) that is
-// or contains one of `hidden` (the supervisor's own directories, masked in every view: its
-// socket's, its temp root, its crash-cleanup records) would show it again, writable where the
-// root is: refused, naming both. docs/threat-model.md "What corral guarantees".
+// A workspace root or --bind source (canonical: after normalize()) that is or contains one of
+// `hidden` (the supervisor's own directories, masked in every view: its socket's, its temp
+// root, its crash-cleanup records) would show it again, writable where the root is; an
+// --allow-socket inside one would show and admit that socket (the supervisor's own, say):
+// refused, naming both. docs/threat-model.md "What corral guarantees".
 Status refuse_hidden(const Policy& policy, const std::vector<std::string>& hidden);
 
 // What one request (a command, a background command, a worker, an authorized launch, a file

@@ -941,8 +941,7 @@ Status SandboxHost::plan_view(const Policy& policy, const std::string& temp_dir,
   // /var/tmp is private like /tmp: the same scope temp dir.
   struct stat var_tmp {};
   if (!full && ::lstat("/var/tmp", &var_tmp) == 0 && S_ISDIR(var_tmp.st_mode)) binds.push_back({temp, "/var/tmp", true});
-  // The view's private dirs (/tmp, /var/tmp, /dev, /run, /var/run) are not the host's: a path
-  // beneath one shows only where it is bound.
+  // The view's private dirs (/tmp, /var/tmp, /dev, /run, /var/run) are not the host's.
   auto in_private_dir = [full](const std::string& path) {
     std::vector<const char*> own = {"/tmp"};
     if (!full) own.insert(own.end(), {"/var/tmp", "/dev", "/run", "/var/run"});
@@ -951,11 +950,13 @@ Status SandboxHost::plan_view(const Policy& policy, const std::string& temp_dir,
     return false;
   };
   // Workspace roots: writable; in read-only mode the read-only host root shows them, but for
-  // one beneath a private dir, bound read-only.
+  // one beneath the private /tmp or /var/tmp (not either itself: that stays the scope's), bound
+  // read-only. /run and /dev stay empty of the host's, as in every mode.
+  auto beneath_temp = [](const std::string& path) { return path.rfind("/tmp/", 0) == 0 || path.rfind("/var/tmp/", 0) == 0; };
   for (const auto& w : rp.workspaces)
     if (pol->mode != Mode::read_only)
       binds.push_back({w, w.path, true});
-    else if (in_private_dir(w.path))
+    else if (beneath_temp(w.path))
       binds.push_back({w, w.path, false});
   for (std::size_t i = 0; i < pol->binds.size(); ++i)
     binds.push_back({rp.bind_sources[i], pol->binds[i].target, pol->binds[i].writable && pol->mode != Mode::read_only});

@@ -402,6 +402,13 @@ Status serve(const ServerOptions& options_in) {
   std::string base = options.temp_root + "/corral-" + std::to_string(::getpid()) + "-XXXXXX";
   if (::mkdtemp(base.data()) == nullptr) return Status::from_errno("mkdtemp", errno, base);
   ::chmod(base.c_str(), 0711);
+  // Canonical (no symlink, no "//"), as every path a request names is once resolved: the temp
+  // dirs under it, the file tools' checks and refuse_hidden() compare it with those.
+  {
+    std::error_code ec;
+    auto canonical = std::filesystem::canonical(base, ec);
+    if (!ec) base = canonical.string();
+  }
   struct RemoveBase {
     std::string path;
     ~RemoveBase() {
