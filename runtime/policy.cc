@@ -144,9 +144,13 @@ Status normalize(Policy& policy, const Credentials* peer) {
   return {};
 }
 
+bool beneath(const std::string& path, const std::string& root) {
+  return path == root || path.rfind(root == "/" ? root : root + "/", 0) == 0;
+}
+
 Status refuse_hidden(const Policy& policy, const std::vector<std::string>& hidden) {
   for (const auto& h : hidden) {
-    auto contains = [&h](const std::string& root) { return h == root || h.rfind(root == "/" ? root : root + "/", 0) == 0; };
+    auto contains = [&h](const std::string& root) { return beneath(h, root); };
     auto refuse = [&h](const std::string& what) {
       return Status::invalid(what + " contains or lies in " + h + ", one of the supervisor's own directories (its "
                              "socket's, its temp root or its crash records), which no sandbox may see");
@@ -157,7 +161,7 @@ Status refuse_hidden(const Policy& policy, const std::vector<std::string>& hidde
       if (contains(b.source)) return refuse("--bind source " + b.source);
     // A socket is no directory: refused where it lies in one of them (the supervisor's own).
     for (const auto& a : policy.allow_sockets)
-      if (a.path == h || a.path.rfind(h + "/", 0) == 0) return refuse("--allow-socket " + a.path);
+      if (beneath(a.path, h)) return refuse("--allow-socket " + a.path);
   }
   return {};
 }
@@ -175,10 +179,6 @@ int mode_rank(Mode m) {
     case Mode::danger_full_access: return 2;
   }
   return 3;  // unreachable: an unknown value is never narrower than anything
-}
-
-bool beneath(const std::string& path, const std::string& root) {
-  return path == root || path.rfind(root == "/" ? root : root + "/", 0) == 0;
 }
 
 bool beneath_any(const std::string& path, const std::vector<std::string>& roots) {

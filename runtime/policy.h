@@ -90,6 +90,9 @@ Status resolve_allow_sockets(Policy& policy);
 // the option.
 Status normalize(Policy& policy, const Credentials* peer = nullptr);
 
+// Whether `path` is `root` or lies beneath it (both canonical; lexical, no I/O).
+bool beneath(const std::string& path, const std::string& root);
+
 // A workspace root or --bind source (canonical: after normalize()) that is or contains one of
 // `hidden` (the supervisor's own directories, masked in every view: its socket's, its temp
 // root, its crash-cleanup records) would show it again, writable where the root is; an

@@ -49,10 +49,6 @@ bool valid_name(const std::string& n) {
   return true;
 }
 
-bool beneath(const std::string& path, const std::string& root) {
-  return path == root || path.rfind(root == "/" ? root : root + "/", 0) == 0;
-}
-
 // A worker runs a trusted program: an absolute path to a regular, executable file that the
 // sandbox cannot have written (outside every writable root, not writable by group or others),
 // resolved by descriptor walk (runtime/host_path.h) with the peer's credentials. The descriptor
