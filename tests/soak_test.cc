@@ -102,9 +102,35 @@ std::size_t zombie_children(pid_t pid) {
   return n;
 }
 
-std::size_t lines(const std::string& path) {
-  const std::string s = read_file(path);
-  return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
+// Mount points in the supervisor's mount namespace beneath its temp root: its own (the root's
+// bind and each scope's tmpfs). Other tests' supervisors share the namespace; their mounts are
+// not this one's.
+std::vector<std::string> mount_points(const Server& s) {
+  std::vector<std::string> points;
+  std::istringstream in(read_file("/proc/" + std::to_string(s.pid()) + "/mountinfo"));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string id, parent, devno, root, point;
+    f >> id >> parent >> devno >> root >> point;
+    if (point.rfind(s.dir() + "/", 0) == 0) points.push_back(point);
+  }
+  return points;
+}
+
+std::size_t own_mounts(const Server& s) { return mount_points(s).size(); }
+
+// What the counts are made of, for a failure's message: each fd's target and each mount point.
+std::string details(const Server& s) {
+  const std::string proc = "/proc/" + std::to_string(s.pid());
+  std::string out = "fds:";
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(proc + "/fd", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    out += " " + it->path().filename().string() + "->" + std::filesystem::read_symlink(it->path(), ec).string();
+  out += "\nmounts:";
+  for (const auto& point : mount_points(s)) out += " " + point;
+  return out;
 }
 
 // What must come back: everything but RSS exactly.
@@ -113,11 +139,24 @@ std::map<std::string, long> snapshot(const Server& s) {
   return {
       {"fds", static_cast<long>(count_entries(proc + "/fd"))},
       {"threads", static_cast<long>(count_entries(proc + "/task"))},
-      {"mounts", static_cast<long>(lines(proc + "/mountinfo"))},
+      {"mounts", static_cast<long>(own_mounts(s))},
       {"cgroups", static_cast<long>(leftover_cgroups(s.pid()))},
       {"temp dirs", static_cast<long>(temp_entries(s))},
       {"zombies", static_cast<long>(zombie_children(s.pid()))},
   };
+}
+
+// A snapshot once it holds still: the same over a second of samples (at most 20 s).
+std::map<std::string, long> steady_snapshot(const Server& s) {
+  auto last = snapshot(s);
+  int same = 0;
+  for (int i = 0; i < 100 && same < 5; ++i) {
+    std::this_thread::sleep_for(200ms);
+    auto now = snapshot(s);
+    same = now == last ? same + 1 : 0;
+    last = std::move(now);
+  }
+  return last;
 }
 
 std::uint64_t next_id = 1;
@@ -237,11 +276,20 @@ TEST_CASE("soak: after many requests the supervisor holds what it held before") 
   const int executes = scaled(10000), scopes = scaled(1000), evals = scaled(1000), backgrounds = scaled(1000);
   MESSAGE("soak: " << executes << " executes, " << scopes << " scope cycles, " << evals << " worker evaluations, "
                    << backgrounds << " background cycles");
-  // A warm-up round first: what the first requests create once (thread pools, default
-  // scopes, cgroup parents, allocator arenas) is the baseline, not a leak.
-  soak_round(s, 20, 5, 5, 5);
-  std::this_thread::sleep_for(500ms);
-  const auto before = snapshot(s);
+  // Warm-up rounds first: what the first requests create once (thread pools, the default
+  // scope and its prepared sandboxes, spare namespaces and cgroups, allocator arenas) is the
+  // baseline, not a leak. Under load a prepared sandbox may fail to start (it is made again a
+  // few commands later) and teardown lags, so rounds repeat until two in a row leave the same
+  // steady snapshot.
+  std::map<std::string, long> before;
+  for (int round = 0; round < 10; ++round) {
+    soak_round(s, 20, 5, 5, 5);
+    const auto previous = before;
+    before = steady_snapshot(s);
+    if (before == previous) break;
+    MESSAGE("soak: warm-up round " << round + 1 << " changed the baseline; another round");
+  }
+  const std::string before_details = details(s);
   const long rss_before = rss_kib(s.pid());
   for (const auto& [what, n] : before) MESSAGE("soak: baseline " << what << " " << n);
 
@@ -268,6 +316,8 @@ TEST_CASE("soak: after many requests the supervisor holds what it held before") 
       MESSAGE("soak: no cgroup probe check, the host refused a pids cap: " << proto::str(r.msg->body_as_Error()->message()));
     }
     CHECK(temp_entries(s) > static_cast<std::size_t>(before.at("temp dirs")));
+    // A root supervisor's temp root is a mount of its own, and each scope's /tmp a tmpfs in it.
+    if (before.at("mounts") > 0) CHECK(own_mounts(s) > static_cast<std::size_t>(before.at("mounts")));
     close_scope(*c, scope);
   }
 
@@ -277,6 +327,7 @@ TEST_CASE("soak: after many requests the supervisor holds what it held before") 
   std::map<std::string, long> after;
   wait_until([&] { return (after = snapshot(s)) == before; }, 20s);
   const long rss_after = rss_kib(s.pid());
+  if (after != before) MESSAGE("soak: before\n" << before_details << "\nafter\n" << details(s));
   for (const auto& [what, n] : before) {
     CAPTURE(what);
     CHECK(after[what] == n);
