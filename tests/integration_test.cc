@@ -2,10 +2,14 @@
 // client library as a user would.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <map>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -624,4 +628,247 @@ TEST_CASE("a non-root supervisor runs commands as its own uid, mapped inside, an
   status = wait_process(server);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+// Direct output (docs/protocol.md "Direct output"): the client's own pipe or /dev/null, passed
+// with the request, gets the command's bytes by splice; nothing comes as OutputChunks.
+namespace {
+
+struct TestPipe {
+  UniqueFd read, write;
+  TestPipe() {
+    int fds[2];
+    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+    read.reset(fds[0]);
+    write.reset(fds[1]);
+  }
+};
+
+// Reads `fd` to EOF (or `limit`), polling; what came and whether EOF did.
+std::pair<std::string, bool> drain(int fd, std::chrono::milliseconds limit = 10s) {
+  std::string got;
+  const auto end = std::chrono::steady_clock::now() + limit;
+  char buf[65536];
+  while (std::chrono::steady_clock::now() < end) {
+    struct pollfd p {fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) return {got, true};
+    if (n < 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  return {got, false};
+}
+
+std::string pattern(long n) {
+  std::string s;
+  for (long i = 0; i < n; ++i) s += static_cast<char>('a' + i % 26);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("direct output: the client's pipe gets exactly the kept bytes, and EOF when the command ends") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  for (const long n : {0L, 100L, 5L << 20}) {
+    CAPTURE(n);
+    TestPipe out;
+    auto a = helper_args({"write", std::to_string(n)});
+    a.max_output_bytes = 8 << 20;
+    a.out_fd = out.write.get();
+    std::pair<std::string, bool> got;
+    std::thread reader([&] { got = drain(out.read.get()); });
+    // Ours goes once it is sent: the reader's EOF then says the supervisor let go of its copy.
+    auto sent = c->send_with_fds(proto::make_exec(1, a), {out.write.get()});
+    out.write.reset();
+    REQUIRE(sent);
+    proto::Received r = must(final_for(*c, 1));
+    reader.join();
+    const auto* res = r.msg->body_as_ExecResult();
+    REQUIRE_MESSAGE(res, s.log());
+    CHECK(res->exit_code() == 0);
+    CHECK(res->stdout_bytes() == static_cast<std::uint64_t>(n));
+    CHECK(got.second);
+    CHECK(got.first == pattern(n));
+  }
+  // The cap is exact: what fits goes, and the byte past it ends the command.
+  TestPipe out;
+  auto a = helper_args({"write", "100000"});
+  a.max_output_bytes = 1000;
+  a.out_fd = out.write.get();
+  std::pair<std::string, bool> got;
+  std::thread reader([&] { got = drain(out.read.get()); });
+  auto sent = c->send_with_fds(proto::make_exec(2, a), {out.write.get()});
+  out.write.reset();
+  REQUIRE(sent);
+  proto::Received r = must(final_for(*c, 2));
+  reader.join();
+  const auto* res = r.msg->body_as_ExecResult();
+  REQUIRE(res);
+  CHECK(res->status() == proto::ExitStatus::output_limit);
+  CHECK(res->output_truncated());
+  CHECK(res->stdout_bytes() == 1000);
+  CHECK(got.first == pattern(1000));
+}
+
+TEST_CASE("direct output: stdout spliced, stderr still as chunks, and nothing of the client's reaches the sandbox") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  TestPipe out;
+  struct stat ours {};
+  REQUIRE(::fstat(out.write.get(), &ours) == 0);
+  proto::ExecArgs a;
+  // The command's stdout is the supervisor's pipe, never the client's (another inode), and it
+  // holds no descriptor beyond 0-2 (and ls's own).
+  a.shell = "readlink /proc/self/fd/1; ls /proc/self/fd | wc -l; echo oops >&2";
+  a.out_fd = out.write.get();
+  std::pair<std::string, bool> got;
+  std::thread reader([&] { got = drain(out.read.get()); });
+  auto sent = c->send_with_fds(proto::make_exec(1, a), {out.write.get()});
+  out.write.reset();
+  REQUIRE(sent);
+  std::string chunks_out, chunks_err;
+  for (;;) {
+    proto::Received r = must(c->receive(30000));
+    if (const auto* chunk = r.msg->body_as_OutputChunk()) {
+      (chunk->stream() == proto::Stream::err ? chunks_err : chunks_out)
+          .append(chunk->data()->begin(), chunk->data()->end());
+      continue;
+    }
+    REQUIRE_MESSAGE(r.msg->body_as_ExecResult(), s.log());
+    break;
+  }
+  reader.join();
+  CHECK(chunks_out.empty());
+  CHECK(chunks_err == "oops\n");
+  CHECK(got.first.find("pipe:[") == 0);
+  CHECK(got.first.find("pipe:[" + std::to_string(ours.st_ino) + "]") == std::string::npos);
+  CHECK(got.first.substr(got.first.find('\n') + 1) == "4\n");
+}
+
+TEST_CASE("direct output: a reader that leaves ends the command as a pipeline would; one that stalls blocks nothing") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  {
+    TestPipe out;
+    proto::ExecArgs a;
+    a.argv = {"/usr/bin/yes"};
+    a.max_output_bytes = 64 << 20;
+    a.out_fd = out.write.get();
+    REQUIRE(c->send_with_fds(proto::make_exec(1, a), {out.write.get()}));
+    out.write.reset();
+    char buf[16];
+    REQUIRE(::read(out.read.get(), buf, sizeof buf) > 0);
+    out.read.reset();  // like `| head -1`
+    proto::Received r = must(final_for(*c, 1, 10000));
+    const auto* res = r.msg->body_as_ExecResult();
+    REQUIRE_MESSAGE(res, s.log());
+    CHECK(res->signal() == SIGPIPE);
+    CHECK_FALSE(res->timed_out());
+  }
+  // A reader that never reads: the command waits on the full pipe, the supervisor does not.
+  TestPipe out;
+  proto::ExecArgs a;
+  a.argv = {"/usr/bin/yes"};
+  a.timeout_ms = 1500;
+  a.out_fd = out.write.get();
+  REQUIRE(c->send_with_fds(proto::make_exec(2, a), {out.write.get()}));
+  std::this_thread::sleep_for(300ms);
+  auto other = s.connect();
+  REQUIRE(other);
+  REQUIRE(other->send(proto::make_status_request(1)));
+  CHECK(must(other->receive(5000)).msg->body_as_StatusReply());
+  proto::Received r = must(final_for(*c, 2, 15000));
+  const auto* res = r.msg->body_as_ExecResult();
+  REQUIRE_MESSAGE(res, s.log());
+  CHECK(res->timed_out());
+  CHECK(res->stdout_bytes() > 0);
+}
+
+TEST_CASE("direct output: anything but a writable pipe or /dev/null, or a count that does not match, is refused") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  TempDir d;
+  const std::string file = d.path() + "/f";
+  UniqueFd regular(::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  TestPipe p;
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+  UniqueFd sock_a(sv[0]), sock_b(sv[1]);
+  struct Case {
+    const char* what;
+    std::vector<int> fds;
+    int out_fd, err_fd;
+    bool background;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"a regular file", {regular.get()}, regular.get(), -1, false, "pipe or /dev/null"},
+      {"a socket", {sock_a.get()}, sock_a.get(), -1, false, "pipe or /dev/null"},
+      {"a pipe's read end", {p.read.get()}, p.read.get(), -1, false, "not open for writing"},
+      {"no descriptor", {}, p.write.get(), -1, false, "0 descriptor(s)"},
+      {"one too few", {p.write.get()}, p.write.get(), p.write.get(), false, "names 2 stream(s) but 1"},
+      {"a background command", {p.write.get()}, p.write.get(), -1, true, "foreground"},
+  };
+  std::uint64_t id = 1;
+  for (const auto& k : cases) {
+    CAPTURE(k.what);
+    auto a = helper_args({"write", "10"});
+    a.out_fd = k.out_fd;
+    a.err_fd = k.err_fd;
+    a.background = k.background;
+    REQUIRE(c->send_with_fds(proto::make_exec(id, a), k.fds));
+    proto::Received r = must(final_for(*c, id));
+    const auto* e = r.msg->body_as_Error();
+    REQUIRE(e);
+    CHECK(e->code() == ErrorCode::invalid_request);
+    CHECK(proto::str(e->message()).find(k.message) != std::string::npos);
+    ++id;
+  }
+  // Descriptors sent with a frame that is not a direct exec are closed, not kept: the pipe's
+  // only writer left is ours.
+  REQUIRE(c->send_with_fds(proto::make_status_request(id), {p.write.get()}));
+  CHECK(must(final_for(*c, id)).msg->body_as_StatusReply());
+  p.write.reset();
+  CHECK(drain(p.read.get(), 5s).second);
+  // The connection still works, and the regular file got nothing.
+  proto::ExecReply ok = must(c->exec(++id, helper_args({"write", "10"}), nullptr));
+  REQUIRE(ok.result());
+  CHECK(ok.out == pattern(10));
+  CHECK(read_file(file).empty());
+}
+
+TEST_CASE("direct output through the CLI: a pipe gets every byte, the cap holds, and `| head` ends the command") {
+  Server s;
+  TempDir d;
+  // The CLI's stdout is a pipe here (sh), so it passes it; cli() redirects to a file (chunks).
+  auto sh = [&](const std::string& line) {
+    const std::string out = d.path() + "/sh.out";
+    pid_t pid = spawn_process({"/bin/sh", "-c", line}, out, d.path() + "/sh.err");
+    const int status = wait_process(pid, 60s);
+    return std::make_pair(status, read_file(out));
+  };
+  const std::string corral = kCorral + " exec --socket " + s.socket();
+  auto [st1, out1] = sh(corral + " --max-output 64M -- head -c 20000000 /dev/zero | wc -c");
+  CHECK(WIFEXITED(st1));
+  CHECK(out1.find("20000000") != std::string::npos);
+  auto [st2, out2] = sh(corral + " --max-output 1000 -- head -c 50000 /dev/zero | wc -c; " + corral +
+                        " --max-output 1000 -- head -c 50000 /dev/zero >/dev/null; echo rc=$?");
+  CHECK(out2.find("1000\n") == out2.find_first_not_of(' '));
+  CHECK(out2.find("rc=") != std::string::npos);
+  CHECK(out2.find("rc=0") == std::string::npos);  // a cap is not success
+  const auto start = std::chrono::steady_clock::now();
+  auto [st3, out3] = sh(corral + " -- yes | head -1");
+  CHECK(out3 == "y\n");
+  CHECK(std::chrono::steady_clock::now() - start < 20s);
+  // Both streams into one pipe, in the order written.
+  auto [st4, out4] = sh(corral + " --sh 'echo one; echo two >&2; echo three' 2>&1 | cat");
+  CHECK(out4.find("one") != std::string::npos);
+  CHECK(out4.find("two") != std::string::npos);
+  CHECK(out4.find("three") != std::string::npos);
 }
