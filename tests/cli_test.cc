@@ -412,3 +412,21 @@ TEST_CASE("CLI: typed options refuse values out of their bounds, naming the boun
     CHECK(r.err.find(bad.says) != std::string::npos);
   }
 }
+
+TEST_CASE("CLI: a socket that accepts and never answers the hello ends the client with a reason") {
+  TempDir d;
+  const std::string path = d.path() + "/silent.sock";
+  UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(listener.get(), 8) == 0);  // connects complete in the backlog; nobody answers
+  const auto start = std::chrono::steady_clock::now();
+  auto r = cli({"status"}, path);
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("did not answer the hello within 10 s") != std::string::npos);
+  CHECK(took >= std::chrono::seconds(9));
+  CHECK(took < std::chrono::seconds(30));
+}

@@ -266,9 +266,13 @@ TEST_CASE("cancel: terminate now, stop gracefully, unknown ids refused") {
   Server s;
   auto c = s.connect();
   REQUIRE(c);
-  REQUIRE(c->send(proto::make_exec(1, helper_args({"sleep", "30"}))));
+  // Cancelled once it runs (its first byte says so): a cancel that wins the race with the
+  // launch ends it unlaunched, with no signal to report.
+  REQUIRE(c->send(proto::make_exec(1, helper_args({"flood-then-sleep", "1", "30"}))));
+  proto::Received r = must(c->receive(10000));
+  REQUIRE(r.msg->body_as_OutputChunk());
   REQUIRE(c->send(proto::make_cancel(1, /*force=*/true)));
-  proto::Received r = must(final_for(*c, 1, 10000));
+  r = must(final_for(*c, 1, 10000));
   auto* res = r.msg->body_as_ExecResult();
   REQUIRE(res);
   CHECK(res->status() == proto::ExitStatus::cancelled);

@@ -65,7 +65,10 @@ Result<void> Client::hello(std::string_view client_name) {
                      "the supervisor refused the connection: " + str(r->msg->body_as_Error()->message()));
     return sent.error();
   }
-  auto r = receive();
+  auto r = receive(kHelloReplyTimeoutMs);
+  if (!r && r.error().kind == Failure::Kind::timeout)
+    return failure(Failure::Kind::timeout, "the supervisor accepted the connection but did not answer the hello within " +
+                                               std::to_string(kHelloReplyTimeoutMs / 1000) + " s");
   if (!r) return r.error();
   if (const Error* e = r->msg->body_as_Error())
     return failure(Failure::Kind::refused, "the supervisor refused the hello: " + str(e->message()));

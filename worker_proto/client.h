@@ -24,6 +24,10 @@
 
 namespace corral::proto {
 
+// How long connect() waits for the HelloReply: a supervisor admits a new client in
+// milliseconds, and something that accepts and never answers must not hang a client forever.
+inline constexpr int kHelloReplyTimeoutMs = 10'000;
+
 // The default socket path (docs/protocol.md "Transport"): $CORRAL_SOCKET, else $XDG_RUNTIME_DIR/corral/corral.sock,
 // else /run/corral/corral.sock for root, else /tmp/corral-$UID/corral.sock.
 std::string default_socket_path();
