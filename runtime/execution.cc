@@ -423,6 +423,10 @@ struct Execution::State : std::enable_shared_from_this<State> {
     result.message = st.message();
     result.wall_ms = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
+    // A failed launch may have taken a spare cgroup (and removed it): one takes its place, as
+    // after any command's teardown.
+    if (spec.teardown && spec.host)
+      spec.teardown([host = spec.host] { host->refill_default_groups(limits::kSpareDefaultGroups); });
     finish();
   }
 

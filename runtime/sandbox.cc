@@ -671,8 +671,9 @@ namespace {
 // Never longer than limits::kSetupDeadline: a sandbox's init runs as the sandbox uid, which any
 // host process of that uid may SIGSTOP, and a launch must not wait for it forever (the caller
 // then kills the init: SIGKILL ends a stopped process too).
-Status read_child_errors(int fd, const SpawnSpec* spec, const std::string& program, bool stop_at_ready, bool* ready) {
-  const auto deadline = std::chrono::steady_clock::now() + limits::kSetupDeadline;
+Status read_child_errors(int fd, const SpawnSpec* spec, const std::string& program, bool stop_at_ready, bool* ready,
+                         std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() +
+                                                                          limits::kSetupDeadline) {
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0)
@@ -695,7 +696,7 @@ Status read_child_errors(int fd, const SpawnSpec* spec, const std::string& progr
   if (step == static_cast<int>(sandbox::Step::ready)) {
     if (ready) *ready = true;
     if (stop_at_ready) return {};
-    return read_child_errors(fd, spec, program, false, nullptr);
+    return read_child_errors(fd, spec, program, false, nullptr, deadline);  // one deadline for the whole setup
   }
   std::string detail;
   if (step == static_cast<int>(sandbox::Step::exec)) detail = "'" + program + "'";

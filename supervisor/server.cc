@@ -118,7 +118,7 @@ StatusOr<UniqueFd> listen_on(const std::string& path, bool shared) {
 class Server {
  public:
   Server(asio::io_context& io, Context& ctx, UniqueFd listen_fd, asio::signal_set& signals)
-      : io_(io), ctx_(ctx), acceptor_(io), signals_(signals) {
+      : io_(io), ctx_(ctx), acceptor_(io), signals_(signals), refusal_flush_(io) {
     acceptor_.assign(stream_protocol(), listen_fd.release());
   }
 
@@ -284,26 +284,33 @@ class Server {
   bool stopping_ = false;
 
   // "refused a connection<what>", at most kRefusalLogsPerSecond lines a second: a connect loop
-  // must not flood the log. The ones left out are counted, and the count is logged with the
-  // first refusal of a later second.
+  // must not flood the log. The ones left out are counted, and the count is logged when that
+  // second ends.
   static constexpr unsigned kRefusalLogsPerSecond = 10;
   void log_refusal(const std::string& what) {
     const auto now = std::chrono::steady_clock::now();
     if (now - refusal_second_ >= std::chrono::seconds(1)) {
-      if (refusals_unlogged_)
-        spdlog::warn("refused {} more connections (not logged one by one: over {} a second)", refusals_unlogged_,
-                     kRefusalLogsPerSecond);
+      flush_refusals();
       refusal_second_ = now;
       refusals_logged_ = 0;
-      refusals_unlogged_ = 0;
     }
     if (refusals_logged_ < kRefusalLogsPerSecond) {
       ++refusals_logged_;
       spdlog::warn("refused a connection{}", what);
-    } else {
-      ++refusals_unlogged_;
+    } else if (++refusals_unlogged_ == 1) {
+      refusal_flush_.expires_at(refusal_second_ + std::chrono::seconds(1));
+      refusal_flush_.async_wait([this](std::error_code ec) {
+        if (!ec) flush_refusals();
+      });
     }
   }
+  void flush_refusals() {
+    if (refusals_unlogged_)
+      spdlog::warn("refused {} more connections (not logged one by one: over {} a second)", refusals_unlogged_,
+                   kRefusalLogsPerSecond);
+    refusals_unlogged_ = 0;
+  }
+  asio::steady_timer refusal_flush_;  // logs a second's count when it ends
   std::chrono::steady_clock::time_point refusal_second_{};
   unsigned refusals_logged_ = 0;
   std::uint64_t refusals_unlogged_ = 0;

@@ -544,6 +544,21 @@ TEST_CASE("the default memory bound's cgroups come from spares made ahead, each 
   // Used once: that spare is gone with the command, and a new one waits.
   CHECK(groups() == std::set<std::string>{"spare-1", "spare-3"});
   CHECK(limit("spare-3") == std::to_string(64ull << 20));
+
+  // A launch that fails after taking a spare (its program is missing) is replaced as well.
+  ExecSpec missing;
+  missing.argv = {"/corral-no-such-program"};
+  missing.temp_dir = temp.path();
+  missing.policy = Policy{};
+  missing.host = host.get();
+  missing.cgroup_name = "cmd-2";
+  missing.teardown = [](std::function<void()> job) { job(); };
+  Result failed;
+  auto f = Execution::start(io, std::move(missing), nullptr, [&](Result r) { failed = std::move(r); });
+  io.restart();
+  io.run();
+  CHECK(failed.status == ExitStatus::setup_error);
+  CHECK(groups() == std::set<std::string>{"spare-1", "spare-4"});
 }
 
 TEST_CASE("a user-namespace helper child ends with its parent, even one killed before it ends the child") {
