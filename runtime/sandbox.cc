@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "runtime/fd_passing.h"
 #include "runtime/host_path.h"
@@ -1437,8 +1438,10 @@ bool under_proc(const std::string& path) { return under(path, "/proc"); }
 std::string SandboxHost::host_mounts_generation() const {
   std::lock_guard<std::mutex> lock(impl_->mounts_mutex);
   // The kernel flags /proc/self/mounts (POLLPRI) once per change of our mount table, and each
-  // poll that reports it resets it: the table is read again only then. Our own temp root's
-  // mounts (every scope's tmpfs) are left out; the views never show them.
+  // poll that reports it resets it: the table is read again only then. Mounts the views never
+  // show are left out: our own temp root's (every scope's tmpfs), and any unbindable mount with
+  // everything beneath it, which the view's recursive copy skips (another supervisor's temp
+  // root: its scopes come and go all the time, and must not make every view stale).
   pollfd changed{impl_->mounts_fd.get(), POLLPRI, 0};
   if (impl_->mounts_digest.empty() || (::poll(&changed, 1, 0) > 0 && (changed.revents & (POLLPRI | POLLERR)))) {
     std::string table;
@@ -1448,18 +1451,30 @@ std::string SandboxHost::host_mounts_generation() const {
     }
     std::string kept;
     const std::string temp_root = options_.temp_root + "/";
+    // "id parent major:minor root mount-point options optional-fields... - type source ...";
+    // a parent comes before its children (mounted first), so one pass finds every subtree.
+    std::set<std::string> skipped;  // mount ids left out
     for (std::size_t pos = 0; pos < table.size();) {
       std::size_t end = table.find('\n', pos);
       if (end == std::string::npos) end = table.size();
       const std::string line = table.substr(pos, end - pos);
       pos = end + 1;
-      // Field 5 is the mount point: "id parent major:minor root mount-point ...".
+      const std::size_t id_end = line.find(' ');
+      const std::size_t parent_end = id_end == std::string::npos ? id_end : line.find(' ', id_end + 1);
       std::size_t field_start = 0;
       for (int k = 0; k < 4 && field_start != std::string::npos; ++k) field_start = line.find(' ', field_start + 1);
-      if (field_start == std::string::npos) continue;
+      if (field_start == std::string::npos || parent_end == std::string::npos) continue;
+      const std::string id = line.substr(0, id_end);
+      const std::string parent = line.substr(id_end + 1, parent_end - id_end - 1);
       const std::size_t field_end = line.find(' ', field_start + 1);
       const std::string point = line.substr(field_start + 1, field_end - field_start - 1);
-      if ((point + "/").rfind(temp_root, 0) == 0) continue;
+      const std::size_t separator = line.find(" - ");
+      const bool unbindable = separator != std::string::npos && field_end != std::string::npos &&
+                              line.substr(field_end, separator - field_end).find(" unbindable") != std::string::npos;
+      if ((point + "/").rfind(temp_root, 0) == 0 || unbindable || skipped.count(parent)) {
+        skipped.insert(id);
+        continue;
+      }
       kept.append(line.substr(0, field_start)).append(" ").append(point).push_back('\n');
     }
     impl_->mounts_digest = std::to_string(std::hash<std::string>{}(kept)) + "." + std::to_string(kept.size());

@@ -247,6 +247,24 @@ TEST_CASE("a view is another when a workspace changes owner, or the host's mount
   CHECK(*mounted != *owned);
   const auto unmounted = s.host->prepared_key(normalized(p), s.netns.get());
   CHECK(unmounted == owned);
+
+  // Mounts beneath an unbindable mount (another supervisor's temp root, whose scopes come and
+  // go) never reach a view's recursive copy, so they leave the view as it is.
+  std::string other = "/var/tmp/corral-other-root-XXXXXX";
+  REQUIRE(::mkdtemp(other.data()) != nullptr);
+  REQUIRE(::mount(other.c_str(), other.c_str(), nullptr, MS_BIND, nullptr) == 0);
+  REQUIRE(::mount(nullptr, other.c_str(), nullptr, MS_UNBINDABLE, nullptr) == 0);
+  const auto other_root = s.host->prepared_key(normalized(p), s.netns.get());
+  const std::string scope_dir = other + "/scope";
+  REQUIRE(::mkdir(scope_dir.c_str(), 0700) == 0);
+  REQUIRE(::mount("tmpfs", scope_dir.c_str(), "tmpfs", 0, "size=64k") == 0);
+  const auto other_scope = s.host->prepared_key(normalized(p), s.netns.get());
+  ::umount2(scope_dir.c_str(), MNT_DETACH);
+  ::umount2(other.c_str(), MNT_DETACH);
+  ::rmdir(scope_dir.c_str());
+  ::rmdir(other.c_str());
+  CHECK(other_root == owned);
+  CHECK(other_scope == owned);
 }
 
 TEST_CASE("the server's RLIMIT_NPROC does not cap its commands together") {

@@ -283,7 +283,7 @@ TEST_CASE("a scope's prepared sandboxes end when it closes, whatever records of 
   const std::string id = last_line(cli({"scope", "create"}, s.socket()).out);
   REQUIRE(cli({"exec", "--scope", id, "--", "true"}, s.socket()).exit_code == 0);
   REQUIRE(cli({"exec", "--scope", id, "--", "true"}, s.socket()).exit_code == 0);  // the second prepares
-  REQUIRE(servers().size() == 1);
+  REQUIRE_MESSAGE(servers().size() == 1, s.log());
   // A background command's record (kept until polled) does not keep the server.
   auto bg = cli({"exec", "--background", "--scope", id, "--", "true"}, s.socket());
   REQUIRE(bg.exit_code == 0);
