@@ -2,7 +2,6 @@
 #include "runtime/prepared.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -122,8 +121,6 @@ struct Execution::State : std::enable_shared_from_this<State> {
   Process process;
   std::optional<SandboxLaunch> sandbox;  // set for sandboxed commands
   asio::posix::stream_descriptor out, err, pidfd, stdin_w;
-  // Direct output: waits for room in a full target (a dup of it), made when first needed.
-  std::optional<asio::posix::stream_descriptor> out_target, err_target;
   asio::steady_timer deadline, grace_timer, gate, linger, cpu_poll;
   Clock::time_point started;
   std::optional<ExitStatus> decided;  // first decision wins
@@ -173,8 +170,6 @@ struct Execution::State : std::enable_shared_from_this<State> {
     std::error_code ignored;
     out.close(ignored);
     err.close(ignored);
-    if (out_target) out_target->close(ignored);
-    if (err_target) err_target->close(ignored);
     gate.cancel();
   }
 
@@ -194,90 +189,28 @@ struct Execution::State : std::enable_shared_from_this<State> {
     std::uint64_t room = spec.max_output - kept;
     std::size_t keep = static_cast<std::size_t>(std::min<std::uint64_t>(room, n));
     if (keep > 0) {
-      count(id, keep);
+      kept += keep;
       std::string_view chunk(data, keep);
-      if (spec.retain_output) (id == StreamId::out ? result.out : result.err).append(chunk);
+      if (id == StreamId::out) {
+        result.out_bytes += keep;
+        if (spec.retain_output) result.out.append(chunk);
+      } else {
+        result.err_bytes += keep;
+        if (spec.retain_output) result.err.append(chunk);
+      }
       if (sink) sink(id, chunk);
     }
-    if (keep < n) over_cap();
-  }
-
-  void count(StreamId id, std::uint64_t n) {
-    kept += n;
-    (id == StreamId::out ? result.out_bytes : result.err_bytes) += n;
-  }
-
-  // The first byte past the cap: the tree is killed.
-  void over_cap() {
-    result.output_truncated = true;
-    decide(ExitStatus::output_limit);
-    result.message = "output exceeded the " + std::to_string(spec.max_output) + "-byte cap";
-    kill_tree(/*graceful=*/false);
-    close_output();
-  }
-
-  // Direct output: the pipe's pages go to the target by splice, never through user space. The
-  // cap is take()'s: what fits goes, and a byte past it ends the command. Nothing here blocks
-  // the loop: SPLICE_F_NONBLOCK makes a pipe target non-blocking for this call alone (the
-  // client's file description keeps its flags) and /dev/null never blocks; a full target is
-  // waited for. Back-pressure (pause) is for frames queued to the client, of which this
-  // queues none.
-  awaitable<void> splice_stream(StreamId id, int target) {
-    auto self = shared_from_this();
-    auto& desc = id == StreamId::out ? out : err;
-    auto& room_wait = id == StreamId::out ? out_target : err_target;
-    for (;;) {
-      if (output_closed || !desc.is_open()) break;
-      const std::uint64_t room = spec.unlimited_output ? limits::kPipeBytes : spec.max_output - kept;
-      if (room == 0) {  // anything more is past the cap
-        char byte;
-        auto [ec, n] = co_await desc.async_read_some(asio::buffer(&byte, 1), use_tuple);
-        if (n > 0) over_cap();
-        break;
-      }
-      const ssize_t n = ::splice(desc.native_handle(), nullptr, target, nullptr,
-                                 static_cast<std::size_t>(std::min<std::uint64_t>(room, limits::kPipeBytes)),
-                                 SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
-      if (n > 0) {
-        count(id, static_cast<std::uint64_t>(n));
-        continue;
-      }
-      if (n == 0) break;  // the command's end is closed and the pipe empty
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN) break;  // EPIPE: the target's reader is gone (our end closes below)
-      // The command's pipe was empty or the target full (/dev/null never is). Both may have
-      // changed since: wait for whichever is not ready now, or try again if both are.
-      struct pollfd ends[2] = {{desc.native_handle(), POLLIN, 0}, {target, POLLOUT, 0}};
-      if (::poll(ends, 2, 0) < 0 && errno != EINTR) break;
-      if (ends[1].revents & (POLLERR | POLLHUP)) break;  // the target's reader is gone
-      if (ends[1].revents & POLLOUT) {
-        if (!(ends[0].revents & (POLLIN | POLLHUP)))
-          co_await desc.async_wait(asio::posix::descriptor_base::wait_read, use_tuple);
-        continue;
-      }
-      if (!room_wait) {
-        std::error_code ec;
-        room_wait.emplace(io);
-        room_wait->assign(::fcntl(target, F_DUPFD_CLOEXEC, 3), ec);
-        if (ec) break;
-      }
-      auto [ec] = co_await room_wait->async_wait(asio::posix::descriptor_base::wait_write, use_tuple);
-      if (ec) break;  // closed by close_output()
+    if (keep < n) {
+      result.output_truncated = true;
+      decide(ExitStatus::output_limit);
+      result.message = "output exceeded the " + std::to_string(spec.max_output) + "-byte cap";
+      kill_tree(/*graceful=*/false);
+      close_output();
     }
-    // A stream that ends early closes the command's pipe: its next write fails (SIGPIPE). The
-    // client's descriptor goes now: its reader sees EOF without waiting for the record.
-    std::error_code ignored;
-    desc.close(ignored);
-    if (room_wait) room_wait->close(ignored);
-    (id == StreamId::out ? spec.direct_out : spec.direct_err).reset();
   }
 
   awaitable<void> read_stream(StreamId id) {
     auto self = shared_from_this();
-    if (const auto& direct = id == StreamId::out ? spec.direct_out : spec.direct_err; direct && direct->get() >= 0) {
-      co_await splice_stream(id, direct->get());
-      co_return;
-    }
     auto& desc = id == StreamId::out ? out : err;
     std::array<char, limits::kReadChunk> buf;
     for (;;) {

@@ -45,12 +45,6 @@ struct ExecSpec {
   std::uint64_t max_output = limits::kDefaultMaxOutput;         // stdout+stderr, bytes
   bool retain_output = true;  // keep output in Result::out/err (the sink sees it anyway)
   bool unlimited_output = false;  // no cap (workers: their sink keeps a bounded log)
-  // Direct output (docs/design.md "Direct output"): the stream's bytes are spliced from its
-  // pipe straight to this descriptor (a client's own pipe, or /dev/null), never to the sink
-  // or Result::out/err; counted and capped the same way. A target whose reader is gone ends
-  // that stream, and the command then meets a closed pipe, as in a shell pipeline; splice
-  // raises SIGPIPE for that, which the caller ignores (the supervisor does).
-  std::shared_ptr<UniqueFd> direct_out, direct_err;
   // An extra fd placed at fd 3 in the child (a worker's socketpair end). The execution owns
   // it from start() on and closes it once the child is spawned (or never will be).
   int extra_fd = -1;

@@ -50,7 +50,6 @@ class Connection final : public Session, public Transport::Owner, public std::en
   void unhold(std::uint64_t bytes) override { transport_.unhold(bytes); }
   bool congested() const override { return transport_.congested(); }
   void wake_reader() override { transport_.wake_reader(); }
-  std::vector<UniqueFd> take_fds() override { return transport_.take_fds(); }
   bool closed() const override { return closed_; }
   bool in_flight(std::uint64_t id) const override { return exec_.running(id) || workers_.evaluating(id); }
 

@@ -1,11 +1,6 @@
 #include "supervisor/exec_request.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-
 #include <filesystem>
-#include <tuple>
 
 #include "runtime/units.h"
 #include "supervisor/audit.h"
@@ -274,41 +269,6 @@ std::string launch_record(uid_t peer_uid, pid_t peer_pid, std::uint64_t request_
   return json_text(out);
 }
 
-// Direct output (docs/protocol.md "Direct output"): the descriptors that came with the request,
-// one per stream named in output_fds, each a pipe or /dev/null open for writing. Anything else
-// is refused: a terminal, socket or file could block the supervisor's write or reach where a
-// splice cannot go, and the client then streams as chunks instead.
-StatusOr<std::pair<std::shared_ptr<UniqueFd>, std::shared_ptr<UniqueFd>>> direct_targets(const proto::ExecRequest& req,
-                                                                                      std::vector<UniqueFd> passed) {
-  const unsigned want = req.output_fds();
-  if (want == 0) return std::pair<std::shared_ptr<UniqueFd>, std::shared_ptr<UniqueFd>>{};
-  if (want > 3) return Status::invalid("output_fds " + std::to_string(want) + " has unknown bits (1: stdout, 2: stderr)");
-  if (req.background())
-    return Status::invalid("direct output is for foreground commands; a background command's output is polled");
-  const std::size_t named = (want & 1 ? 1 : 0) + (want & 2 ? 1 : 0);
-  if (passed.size() != named)
-    return Status::invalid("output_fds names " + std::to_string(named) + " stream(s) but " + std::to_string(passed.size()) +
-                           " descriptor(s) came with the request (SCM_RIGHTS)");
-  for (std::size_t i = 0; i < passed.size(); ++i) {
-    const char* stream = (want & 1) && i == 0 ? "stdout" : "stderr";
-    struct stat st {};
-    if (::fstat(passed[i].get(), &st) < 0) return Status::from_errno("fstat", errno, std::string("the ") + stream + " descriptor");
-    const bool pipe = S_ISFIFO(st.st_mode);
-    const bool null = S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
-    const int access = ::fcntl(passed[i].get(), F_GETFL) & O_ACCMODE;
-    if (!pipe && !null)
-      return Status::invalid(std::string("direct output goes to a pipe or /dev/null; the ") + stream +
-                             " descriptor is neither (stream it as chunks instead)");
-    if (access != O_WRONLY && access != O_RDWR)
-      return Status::invalid(std::string("the ") + stream + " descriptor is not open for writing");
-  }
-  std::pair<std::shared_ptr<UniqueFd>, std::shared_ptr<UniqueFd>> out;
-  std::size_t next = 0;
-  if (want & 1) out.first = std::make_shared<UniqueFd>(std::move(passed[next++]));
-  if (want & 2) out.second = std::make_shared<UniqueFd>(std::move(passed[next++]));
-  return out;
-}
-
 }  // namespace corral::supervisor
 
 // ExecRequests: the handler (supervisor/requests.h).
@@ -320,7 +280,6 @@ void ExecRequests::on_exec(const proto::Message& msg) {
   const std::uint64_t id = msg.request_id();
   const proto::ExecRequest& req = *msg.body_as_ExecRequest();
   Context& ctx = s_.ctx();
-  auto direct = direct_targets(req, s_.take_fds());
   if (id == 0) return s_.send_error(0, ErrorCode::invalid_request, "request_id 0 is reserved for connection-level errors");
   if (!req.background() && s_.in_flight(id))
     return s_.send_error(id, ErrorCode::duplicate_request_id,
@@ -338,15 +297,11 @@ void ExecRequests::on_exec(const proto::Message& msg) {
   if (!scope) return;
   if (req.authorize() && req.background())
     return s_.send_error(id, ErrorCode::invalid_request, "an authorized launch runs in the foreground (no --background)");
-  if (!direct.ok()) return s_.send_error(id, ErrorCode::invalid_request, direct.status().message());
   auto spec = s_.prepare_spec(id, req, *scope, "cmd-");
   if (!spec) return;
-  std::tie(spec->direct_out, spec->direct_err) = std::move(*direct);
   if (req.background()) spec->timeout = std::chrono::milliseconds(0);  // owned and cancellable instead
   ExecSpec logged = *spec;
   logged.stdin_data.reset();
-  logged.direct_out.reset();  // the client's descriptors are the command's, closed when it ends
-  logged.direct_err.reset();
 
   if (req.background()) {
     // The record outlives this connection: its audit line needs the peer, not the connection.
@@ -394,10 +349,8 @@ void ExecRequests::on_exec(const proto::Message& msg) {
     log_launch(peer, id, logged, result);
     if (auto keep = weak.lock()) on_done(id, std::move(result));
   };
-  // Output chunks and the final reply: promise their room now, not when they come. Direct
-  // output queues nothing.
-  const bool all_direct = spec->direct_out && spec->direct_err;
-  s_.reserve(id, (all_direct ? 0 : spec->max_output) + kReplyOverheadBytes);
+  // The final reply carries the retained output: promise its room now, not when it completes.
+  s_.reserve(id, spec->max_output + kReplyOverheadBytes);
   ++ctx.running_commands;
   auto [it, inserted] = running_.emplace(id, Execution::start(s_.io(), std::move(*spec), sink, done));
   if (paused_) it->second.pause_output();

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/unique_fd.h"
 #include "worker_proto/codec.h"
 
 namespace corral::supervisor {
@@ -31,14 +30,8 @@ struct FrameRead {
   proto::DecodeError error;
 };
 
-// The most descriptors kept with one frame (direct output's stdout and stderr).
-inline constexpr std::size_t kMaxFrameFds = 2;
-
 // Reads one frame into `payload` (reused between calls; shrunk after an unusually large one).
-// With `fds`, descriptors that arrive with the frame's bytes (SCM_RIGHTS) are kept there, at
-// most kMaxFrameFds of them, close-on-exec; any beyond are closed. Without it, the kernel
-// closes whatever a peer attaches.
 asio::awaitable<FrameRead> read_frame(asio::local::stream_protocol::socket& socket, std::uint32_t max_frame,
-                                      std::vector<std::uint8_t>& payload, std::vector<UniqueFd>* fds = nullptr);
+                                      std::vector<std::uint8_t>& payload);
 
 }  // namespace corral::supervisor

@@ -42,8 +42,6 @@ class Session {
   virtual bool congested() const = 0;
   virtual void wake_reader() = 0;
   virtual bool closed() const = 0;
-  // The descriptors that came with the frame being handled (Transport::take_fds).
-  virtual std::vector<UniqueFd> take_fds() = 0;
   // True if a command or an evaluation of this session runs under `id` (one id space for both).
   virtual bool in_flight(std::uint64_t id) const = 0;
 

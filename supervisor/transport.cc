@@ -33,8 +33,7 @@ asio::awaitable<void> Transport::reader() {
       co_await reader_wake_.async_wait(use_tuple);
       continue;
     }
-    frame_fds_.clear();
-    const FrameRead in = co_await read_frame(socket_, limits_.max_frame, payload, &frame_fds_);
+    const FrameRead in = co_await read_frame(socket_, limits_.max_frame, payload);
     if (in.end == FrameRead::End::closed) {
       if (in.unread) drop_unconfirmed();
       break;
@@ -52,9 +51,7 @@ asio::awaitable<void> Transport::reader() {
       continue;
     }
     owner_.on_frame(*in.msg, payload);
-    frame_fds_.clear();  // a frame's descriptors are its handler's or nobody's
   }
-  frame_fds_.clear();
 }
 
 asio::awaitable<void> Transport::writer() {

@@ -25,7 +25,6 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/unique_fd.h"
 #include "worker_proto/codec.h"
 #include "worker_proto/messages.h"
 
@@ -79,10 +78,6 @@ class Transport {
   void unhold(std::uint64_t bytes);
 
   bool closed() const { return closed_; }
-
-  // The descriptors that came with the frame being handled (only during Owner::on_frame;
-  // whatever the handler does not take is closed after it).
-  std::vector<UniqueFd> take_fds() { return std::move(frame_fds_); }
   bool closing() const { return flush_then_close_; }
   // Over max_queued: whatever feeds the queue should wait for on_drained().
   bool congested() const { return closed_ || queued_bytes_ > limits_.max_queued; }
@@ -117,7 +112,6 @@ class Transport {
   bool closed_ = false;
   bool flush_then_close_ = false;
   bool over_ = false;  // on_pressure(true) was said last
-  std::vector<UniqueFd> frame_fds_;  // what came with the frame being read or handled
   // Held weakly by the linger timer's handler: a timer that already expired is not stopped by
   // cancel(), and its handler may run after this transport is gone.
   std::shared_ptr<char> alive_ = std::make_shared<char>();

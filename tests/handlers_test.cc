@@ -56,10 +56,7 @@ class FakeSession : public Session, public std::enable_shared_from_this<FakeSess
   bool congested() const override { return false; }
   void wake_reader() override {}
   bool closed() const override { return false; }
-  std::vector<UniqueFd> take_fds() override { return std::move(passed); }
   bool in_flight(std::uint64_t id) const override { return busy.count(id) > 0 || exec.running(id); }
-
-  std::vector<UniqueFd> passed;  // as if they came with the next frame
 
   // The body of the last frame queued for `id`, or null.
   const proto::Message* last(std::uint64_t id) {

@@ -1,6 +1,4 @@
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -181,17 +179,6 @@ bool build_args(const ExecOptions& o, proto::ExecArgs& a, std::string& error) {
   return true;
 }
 
-// Direct output (docs/protocol.md "Direct output"): a stdout or stderr that is a pipe or
-// /dev/null is handed to the supervisor, which splices the command's output straight into it;
-// anything else (a terminal, a file) gets the output as chunks, written here.
-bool direct_target(int fd) {
-  struct stat st {};
-  if (::fstat(fd, &st) < 0) return false;
-  const int access = ::fcntl(fd, F_GETFL) & O_ACCMODE;
-  if (access != O_WRONLY && access != O_RDWR) return false;
-  return S_ISFIFO(st.st_mode) || (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3));
-}
-
 }  // namespace
 
 int run_exec(const ExecOptions& o) {
@@ -213,11 +200,7 @@ int run_exec(const ExecOptions& o) {
   if (!client) return complain(kExecCorralFailed, client.error().message);
 
   proto::Client::ChunkFn stream;
-  if (!o.json) {
-    stream = [](proto::Stream s, std::string_view d) { write_all(s == proto::Stream::err ? 2 : 1, d); };
-    if (direct_target(1)) args.out_fd = 1;
-    if (direct_target(2)) args.err_fd = 2;
-  }
+  if (!o.json) stream = [](proto::Stream s, std::string_view d) { write_all(s == proto::Stream::err ? 2 : 1, d); };
   proto::Client::AuthorizeFn authorizer;
   if (!o.authorize_cmd.empty())
     authorizer = [&](std::string_view description) {

@@ -95,30 +95,6 @@ Result<void> Client::send_bytes(const void* data, std::size_t n) {
 
 Result<void> Client::send(const Frame& frame) { return send_bytes(frame.data(), frame.size()); }
 
-Result<void> Client::send_with_fds(const Frame& frame, const std::vector<int>& fds) {
-  if (fds.empty()) return send(frame);
-  if (fds.size() > 2 || frame.empty()) return failure(Failure::Kind::protocol, "send: at most two descriptors per frame");
-  alignas(struct cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
-  struct iovec iov {const_cast<std::uint8_t*>(frame.data()), frame.size()};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = CMSG_SPACE(fds.size() * sizeof(int));
-  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
-  std::memcpy(CMSG_DATA(c), fds.data(), fds.size() * sizeof(int));
-  ssize_t n;
-  do {
-    n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return failure(write_failure_kind(errno), std::string("send: ") + std::strerror(errno));
-  // The descriptors went with the first bytes; the rest of a long frame follows plainly.
-  return send_bytes(frame.data() + n, frame.size() - static_cast<std::size_t>(n));
-}
-
 Result<Received> Client::receive(int timeout_ms) {
   FrameIn in = read_frame(fd_, max_frame_, timeout_ms);
   switch (in.end) {
@@ -154,10 +130,7 @@ Result<Received> Client::call(std::uint64_t request_id, const Frame& frame) {
 
 Result<ExecReply> Client::exec(std::uint64_t request_id, const ExecArgs& args, const ChunkFn& on_chunk,
                                const AuthorizeFn& authorize) {
-  std::vector<int> fds;
-  for (int fd : {args.out_fd, args.err_fd})
-    if (fd >= 0) fds.push_back(fd);
-  if (auto sent = send_with_fds(make_exec(request_id, args), fds); !sent) return sent.error();
+  if (auto sent = send(make_exec(request_id, args)); !sent) return sent.error();
   ExecReply reply;
   for (;;) {
     auto r = receive();

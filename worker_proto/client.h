@@ -69,8 +69,6 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   Result<void> send(const Frame& frame);
-  // The same, with descriptors attached to the frame's first bytes (SCM_RIGHTS).
-  Result<void> send_with_fds(const Frame& frame, const std::vector<int>& fds);
   Result<void> send_bytes(const void* data, std::size_t n);  // raw bytes, for malformed-input tests
   // Blocks until one frame arrives, or `timeout_ms` passes (-1 waits forever): then the
   // failure's kind is timeout, where a peer that went away is closed.

@@ -134,7 +134,6 @@ Frame make_exec(std::uint64_t request_id, const ExecArgs& a) {
   b.add_background(a.background);
   b.add_authorize(a.authorize);
   b.add_allow_sockets(allow_sockets);
-  b.add_output_fds(static_cast<std::uint8_t>((a.out_fd >= 0 ? 1 : 0) | (a.err_fd >= 0 ? 2 : 0)));
   return finish(fbb, request_id, b.Finish());
 }
 

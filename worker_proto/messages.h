@@ -49,10 +49,6 @@ struct ExecArgs {
   std::string scope;        // empty: the connection's scope (background: the uid's default)
   bool background = false;
   bool authorize = false;   // execute_authorized: run only on the client's grant
-  // Direct output (docs/protocol.md "Direct output"): the client's own descriptors (a pipe or
-  // /dev/null) that stdout and stderr go to, spliced by the supervisor; -1: as OutputChunks.
-  // Client::exec passes them with the request.
-  int out_fd = -1, err_fd = -1;
 };
 
 // File tools (ReadRequest, WriteRequest, ListRequest).
