@@ -10,8 +10,7 @@
 #   8 clients      isolated /bin/true runs per second with 8 concurrent clients looping,
 #                  corral exec against bwrap
 #   64 MB output   `corral exec -- head -c 64000000 /dev/zero` against
-#                  `head -c 64000000 /dev/zero | cat`, both to /dev/null: throughput ratio;
-#                  and `corral exec ... | cat` (direct output into a pipe) against the same
+#                  `head -c 64000000 /dev/zero | cat`, both to /dev/null: throughput ratio
 # A peer that is missing or cannot run here is skipped with the reason printed.
 #
 # Usage: bench/peers.sh [CORRAL_BINARY]   (default: build/tools/corral)
@@ -193,7 +192,6 @@ fi
 
 preflight "corral exec" "$c_exec" || { echo "peers: corral exec cannot run /bin/true; serve log:" >&2; cat "$work/serve.log" >&2; exit 1; }
 c_big="$corral exec --socket $sock --max-output 64M -- head -c $BIG_BYTES /dev/zero > /dev/null"
-c_big_pipe="$corral exec --socket $sock --max-output 64M -- head -c $BIG_BYTES /dev/zero | cat > /dev/null"
 pipe_big="head -c $BIG_BYTES /dev/zero | cat > /dev/null"
 have_big=0
 if preflight "corral exec 64 MB" "$c_big"; then have_big=1; fi
@@ -211,7 +209,6 @@ timed "corral status" "$RUNS" -N "$c_status"
 # --- 64 MB of output -------------------------------------------------------------------------
 if [ "$have_big" -eq 1 ]; then
   timed "64 MB through corral exec" "$BIG_RUNS" shell "$c_big"
-  timed "64 MB through corral exec into a pipe" "$BIG_RUNS" shell "$c_big_pipe"
   timed "64 MB through a pipe" "$BIG_RUNS" shell "$pipe_big"
 fi
 
@@ -276,10 +273,6 @@ a, b = "64 MB through corral exec", "64 MB through a pipe"
 if a in times and b in times:
     ca, pb = big / times[a][0] / 1e6, big / times[b][0] / 1e6
     print(f"  64 MB output, throughput corral / pipe:  {ca / pb:.2f}x ({ca:.0f} / {pb:.0f} MB/s, from the means)")
-    c = "64 MB through corral exec into a pipe"
-    if c in times:
-        cp = big / times[c][0] / 1e6
-        print(f"  the same into a pipe (| cat), / pipe:    {cp / pb:.2f}x ({cp:.0f} / {pb:.0f} MB/s)")
 else:
     print("  64 MB output: skipped (reason above)")
 PY

@@ -164,7 +164,7 @@ void add_exec(CLI::App& app, Runners& runners) {
       "exec",
       "Run a command through the supervisor: `corral exec [OPTIONS] -- PROGRAM ARGS...` or "
       "`corral exec [OPTIONS] --sh 'STRING'`.\nEverything after `--` belongs to the program. Output streams as "
-      "it arrives; into a pipe or /dev/null the supervisor splices it directly. Exit status: the command's own; 124 timed out; 125 corral failed; 126 not executable; "
+      "it arrives. Exit status: the command's own; 124 timed out; 125 corral failed; 126 not executable; "
       "127 not found; 128+N killed by signal N (137 for the output, memory and CPU caps, told apart by "
       "--json's status); 77 not launched (--authorize-cmd refused).");
   exec->add_option("--socket", exec_opts.socket, kSocketHelp);
