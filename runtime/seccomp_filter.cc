@@ -78,6 +78,13 @@ constexpr const char* kDenied[] = {
     "name_to_handle_at", "open_by_handle_at",
     // io_uring performs opens, connects and sends that seccomp never sees.
     "io_uring_setup", "io_uring_enter", "io_uring_register",
+    // A splice or sendfile into a pipe holds that pipe's lock while it reads its source, and a
+    // socket source waits as long as its peer likes: a command doing that into its own stdout
+    // (or from its stdin) would make the supervisor's next read (or write) of the pipe wait
+    // uninterruptibly, freezing its event loop (docs/threat-model.md "Limits as a defence").
+    // vmsplice pins the caller's pages into a pipe the supervisor reads. Callers fall back to
+    // read and write on EPERM (Rust's std, Python's shutil, Go's io.Copy).
+    "splice", "vmsplice", "sendfile", "sendfile64",
 };
 
 // Every CLONE_NEW* flag clone() accepts (CLONE_NEWTIME shares its bit with the exit signal in

@@ -72,6 +72,14 @@ bool descends_from(pid_t pid, pid_t ancestor) { return lineage(pid, ancestor) ==
 
 namespace corral::supervisor {
 
+int refuse_descriptors(int socket_fd) {
+#ifndef SO_PASSRIGHTS
+  constexpr int SO_PASSRIGHTS = 83;  // include/uapi/asm-generic/socket.h (the headers here predate it)
+#endif
+  const int off = 0;
+  return ::setsockopt(socket_fd, SOL_SOCKET, SO_PASSRIGHTS, &off, sizeof off) == 0 ? 0 : errno;
+}
+
 std::vector<gid_t> peer_groups(int socket_fd) {
   std::vector<gid_t> groups(64);
   for (int attempt = 0; attempt < 4; ++attempt) {

@@ -23,6 +23,14 @@ struct Peer {
 // connect(); empty with errno set on failure.
 std::vector<gid_t> peer_groups(int socket_fd);
 
+// Makes the kernel refuse descriptors sent to this Unix socket (SO_PASSRIGHTS off, Linux
+// 6.16): the sender's sendmsg fails with EPERM. A descriptor that did arrive would be closed
+// by our read, and a file's last close runs its release in the closing thread (a TCP socket
+// with SO_LINGER waits out its linger time there): a client or a sandboxed worker could stall
+// the event loop that way. Set on a listening socket, accepted ones inherit it, from before
+// they are accepted. 0, or the errno (ENOPROTOOPT: the kernel is older).
+int refuse_descriptors(int socket_fd);
+
 enum class Lineage {
   stranger,      // not a descendant of the supervisor, nor in any corral sandbox: may be served
                  // (the uid check still applies)

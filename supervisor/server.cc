@@ -111,6 +111,12 @@ StatusOr<UniqueFd> listen_on(const std::string& path, bool shared) {
   int bind_errno = errno;
   ::umask(old);
   if (rc < 0) return Status::from_errno("bind", bind_errno, path);
+  // Before listen(): a client may send before it is accepted, and accepted sockets inherit it.
+  if (const int err = refuse_descriptors(fd.get()))
+    spdlog::warn("this kernel cannot refuse descriptors sent by clients and workers (SO_PASSRIGHTS, Linux 6.16: {}); "
+                 "a client could stall the supervisor by sending one whose last close blocks "
+                 "(docs/threat-model.md \"Descriptors\")",
+                 std::strerror(err));
   if (::listen(fd.get(), 128) < 0) return Status::from_errno("listen", errno, path);
   return fd;
 }

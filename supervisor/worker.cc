@@ -13,6 +13,7 @@
 
 #include "runtime/unique_fd.h"
 #include "supervisor/frame_reader.h"
+#include "supervisor/peer.h"
 #include "worker_proto/messages.h"
 
 namespace corral::supervisor {
@@ -51,6 +52,7 @@ Status Worker::start(std::function<void(Status)> on_ready) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return Status::from_errno("socketpair", errno);
   UniqueFd mine(sv[0]);
+  refuse_descriptors(mine.get());  // the worker sends frames, never descriptors (supervisor/peer.h)
   ExecSpec spec = spec_;
   spec.extra_fd = sv[1];  // the execution owns it now, and closes it once the worker is spawned
   spec.env.emplace_back("CORRAL_WORKER_FD", "3");

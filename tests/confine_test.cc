@@ -176,6 +176,10 @@ TEST_CASE("seccomp: dangerous syscalls fail with EPERM, clone3 with ENOSYS, the 
     r.result(::syscall(SYS_process_vm_readv, ::getppid(), nullptr, 0, nullptr, 0, 0));
     r.result(::syscall(SYS_userfaultfd, 0));
     r.result(::syscall(SYS_init_module, nullptr, 0, ""));
+    // fd -1: unfiltered, these are EBADF.
+    r.result(::syscall(SYS_splice, -1, nullptr, -1, nullptr, 1, 0));
+    r.result(::syscall(SYS_vmsplice, -1, nullptr, 0, 0));
+    r.result(::syscall(SYS_sendfile, -1, -1, nullptr, 1));
     r.result(::personality(ADDR_NO_RANDOMIZE));
     char c = 'x';
     // fd -1: were the filter broken, this would be EBADF and inject nothing.
@@ -232,6 +236,9 @@ TEST_CASE("seccomp: dangerous syscalls fail with EPERM, clone3 with ENOSYS, the 
       EPERM,   // process_vm_readv
       EPERM,   // userfaultfd
       EPERM,   // init_module
+      EPERM,   // splice
+      EPERM,   // vmsplice
+      EPERM,   // sendfile
       EPERM,   // personality(ADDR_NO_RANDOMIZE)
       EPERM,   // ioctl(TIOCSTI)
       EPERM,   // ioctl(TIOCSTI | 1 << 32)

@@ -2006,3 +2006,44 @@ TEST_CASE("28. a supervisor whose socket is directly in /tmp leaves its commands
   std::filesystem::remove(sock, ec);
   std::filesystem::remove(sock + ".lock", ec);
 }
+
+TEST_CASE("29. a command cannot freeze the supervisor by holding its own stdout pipe's lock") {
+  // splice(socket -> stdout) holds the stdout pipe's lock while it waits for the socket, which
+  // never sends: the supervisor's next read of that pipe would wait uninterruptibly, its loop
+  // frozen (no status, no deadline). The filter refuses splice, vmsplice and sendfile.
+  Supervisor s;
+  const std::string script =
+      "import os, socket, sys, threading, time\n"
+      "a, b = socket.socketpair()\n"
+      "threading.Thread(target=lambda: os.write(1, b'x' * 1500000)).start()\n"
+      "time.sleep(0.2)\n"
+      "for name, call in (('splice', lambda: os.splice(a.fileno(), 1, 65536)),\n"
+      "                   ('sendfile', lambda: os.sendfile(1, a.fileno(), None, 65536))):\n"
+      "    try:\n"
+      "        call()\n"
+      "        print(name, 'ran', file=sys.stderr)\n"
+      "    except OSError as e:\n"
+      "        print(name, 'errno', e.errno, file=sys.stderr)\n";
+  TempDir d;
+  if (nonroot()) REQUIRE(::chown(d.path().c_str(), nobody().uid, nobody().gid) == 0);
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    const pid_t cli_pid =
+        spawn_as(supervisor_as(),
+                 {kCorral, "exec", "--socket", s.socket(), "--mode", mode, "--max-output", "8M", "--timeout", "20s", "--",
+                  "/usr/bin/python3", "-c", script},
+                 "", d.path() + "/out", d.path() + "/err");
+    // Meanwhile the supervisor answers others.
+    std::this_thread::sleep_for(500ms);
+    auto other = s.connect();
+    REQUIRE(other);
+    REQUIRE(other->send(proto::make_status_request(1)));
+    CHECK(must(other->receive(5000)).msg->body_as_StatusReply());
+    const int status = wait_process(cli_pid, 30s);
+    CHECK(WIFEXITED(status));
+    const std::string err = read_file(d.path() + "/err");
+    CHECK_MESSAGE(err.find("splice errno 1\n") != std::string::npos, err);
+    CHECK_MESSAGE(err.find("sendfile errno 1\n") != std::string::npos, err);
+    CHECK(read_file(d.path() + "/out").size() == 1500000);
+  }
+}

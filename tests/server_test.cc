@@ -6,7 +6,11 @@
 #include <grp.h>
 #include <fstream>
 #include <sys/socket.h>
+#include <sys/un.h>
 
+#include <cstring>
+
+#include "supervisor/peer.h"
 #include "tests/test_util.h"
 #include "worker_proto/messages.h"
 
@@ -455,4 +459,61 @@ TEST_CASE("harness: a test whose supervisor reports a sanitizer error fails" * d
   Server s;
   // The audit line quotes the command: the supervisor's log then holds what a report holds.
   cli({"exec", "--", "echo", "ERROR: AddressSanitizer: heap-use-after-free"}, s.socket());
+}
+
+namespace {
+// Sends one byte with `fd` attached (SCM_RIGHTS); 0 or the errno.
+int send_with_fd(int sock, int fd) {
+  char byte = 0;
+  struct iovec iov {&byte, 1};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  return ::sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : errno;
+}
+}  // namespace
+
+TEST_CASE("clients and workers cannot hand the supervisor descriptors, before or after accept") {
+  // A descriptor that arrived would be closed by the supervisor's read, and a file's last close
+  // can block (a TCP socket with SO_LINGER): the kernel refuses them at the sender instead.
+  int probe[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, probe) == 0);
+  UniqueFd a(probe[0]), b(probe[1]);
+  if (const int err = supervisor::refuse_descriptors(a.get()); err == ENOPROTOOPT) {
+    MESSAGE("skipped: this kernel has no SO_PASSRIGHTS (Linux 6.16)");
+    return;
+  } else {
+    REQUIRE(err == 0);
+  }
+  // The helper a worker's channel uses: the worker's end can no longer send one.
+  CHECK(send_with_fd(b.get(), 0) == EPERM);
+  CHECK(send_with_fd(a.get(), 0) == 0);  // the other way is untouched
+
+  Server s;
+  for (const bool hello_first : {false, true}) {
+    CAPTURE(hello_first);
+    UniqueFd c(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, s.socket().c_str(), sizeof addr.sun_path - 1);
+    REQUIRE(::connect(c.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    if (hello_first) {
+      const proto::Frame hello = proto::make_hello("fd-sender");
+      REQUIRE(::write(c.get(), hello.data(), hello.size()) == static_cast<ssize_t>(hello.size()));
+    }
+    CHECK(send_with_fd(c.get(), 0) == EPERM);
+  }
+  // The supervisor serves on.
+  auto ok = s.connect();
+  REQUIRE(ok);
+  REQUIRE(ok->send(proto::make_status_request(1)));
+  CHECK(must(ok->receive(5000)).msg->body_as_StatusReply());
 }
