@@ -81,7 +81,8 @@ constexpr const char* kDenied[] = {
     // A splice or sendfile into a pipe holds that pipe's lock while it reads its source, and a
     // socket source waits as long as its peer likes: a command doing that into its own stdout
     // (or from its stdin) would make the supervisor's next read (or write) of the pipe wait
-    // uninterruptibly, freezing its event loop (docs/threat-model.md "Limits as a defence").
+    // uninterruptibly, freezing its event loop (docs/threat-model.md "The supervisor's own reads
+    // and writes").
     // vmsplice pins the caller's pages into a pipe the supervisor reads. Callers fall back to
     // read and write on EPERM (Rust's std, Python's shutil, Go's io.Copy).
     "splice", "vmsplice", "sendfile", "sendfile64",

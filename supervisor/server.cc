@@ -115,7 +115,7 @@ StatusOr<UniqueFd> listen_on(const std::string& path, bool shared) {
   if (const int err = refuse_descriptors(fd.get()))
     spdlog::warn("this kernel cannot refuse descriptors sent by clients and workers (SO_PASSRIGHTS, Linux 6.16: {}); "
                  "a client could stall the supervisor by sending one whose last close blocks "
-                 "(docs/threat-model.md \"Descriptors\")",
+                 "(docs/threat-model.md \"The supervisor's own reads and writes\")",
                  std::strerror(err));
   if (::listen(fd.get(), 128) < 0) return Status::from_errno("listen", errno, path);
   return fd;
