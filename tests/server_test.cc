@@ -6,10 +6,8 @@
 #include <grp.h>
 #include <fstream>
 #include <sys/socket.h>
-#include <sys/un.h>
 
-#include <cstring>
-
+#include "runtime/fd_passing.h"
 #include "supervisor/peer.h"
 #include "tests/test_util.h"
 #include "worker_proto/messages.h"
@@ -462,23 +460,8 @@ TEST_CASE("harness: a test whose supervisor reports a sanitizer error fails" * d
 }
 
 namespace {
-// Sends one byte with `fd` attached (SCM_RIGHTS); 0 or the errno.
-int send_with_fd(int sock, int fd) {
-  char byte = 0;
-  struct iovec iov {&byte, 1};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  return ::sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : errno;
-}
+// One byte with `fd` attached (SCM_RIGHTS): 0 or the errno.
+int send_with_fd(int sock, int fd) { return fd_passing::send_fds(sock, 0, &fd, 1); }
 }  // namespace
 
 TEST_CASE("clients and workers cannot hand the supervisor descriptors, before or after accept") {
@@ -500,16 +483,9 @@ TEST_CASE("clients and workers cannot hand the supervisor descriptors, before or
   Server s;
   for (const bool hello_first : {false, true}) {
     CAPTURE(hello_first);
-    UniqueFd c(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, s.socket().c_str(), sizeof addr.sun_path - 1);
-    REQUIRE(::connect(c.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    if (hello_first) {
-      const proto::Frame hello = proto::make_hello("fd-sender");
-      REQUIRE(::write(c.get(), hello.data(), hello.size()) == static_cast<ssize_t>(hello.size()));
-    }
-    CHECK(send_with_fd(c.get(), 0) == EPERM);
+    auto c = must(proto::Client::connect_raw(s.socket()));
+    if (hello_first) REQUIRE(c->send(proto::make_hello("fd-sender")));
+    CHECK(send_with_fd(c->fd(), 0) == EPERM);
   }
   // The supervisor serves on.
   auto ok = s.connect();
