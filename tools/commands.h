@@ -19,7 +19,7 @@ namespace corral::cli {
 inline constexpr int kOk = 0;
 inline constexpr int kFailed = 1;
 inline constexpr int kUsage = 2;
-// exec: corral itself failed (no supervisor, request refused).
+// exec: corral itself failed (a usage error, no supervisor, a refused request).
 inline constexpr int kExecCorralFailed = 125;
 
 // Option values arrive typed and bounds-checked from main.cc's CLI11 validators

@@ -184,10 +184,10 @@ bool build_args(const ExecOptions& o, proto::ExecArgs& a, std::string& error) {
 int run_exec(const ExecOptions& o) {
   proto::ExecArgs args;
   std::string error;
-  if (!build_args(o, args, error)) return complain(kUsage, error);
+  if (!build_args(o, args, error)) return complain(kExecCorralFailed, error);
 
   if (o.background) {
-    if (o.json) return complain(kUsage, "--json is for the result record; use `corral poll ID --json`");
+    if (o.json) return complain(kExecCorralFailed, "--json is for the result record; use `corral poll ID --json`");
     proto::Received reply;
     if (request(o.socket, proto::make_exec(1, args), reply) != kOk) return kExecCorralFailed;
     const proto::BackgroundStarted* started = reply.msg->body_as_BackgroundStarted();

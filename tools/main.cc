@@ -164,7 +164,7 @@ void add_exec(CLI::App& app, Runners& runners) {
       "exec",
       "Run a command through the supervisor: `corral exec [OPTIONS] -- PROGRAM ARGS...` or "
       "`corral exec [OPTIONS] --sh 'STRING'`.\nEverything after `--` belongs to the program. Output streams as "
-      "it arrives. Exit status: the command's own; 124 timed out; 125 corral failed; 126 not executable; "
+      "it arrives. Exit status: the command's own; 124 timed out; 125 corral failed (a bad option too); 126 not executable; "
       "127 not found; 128+N killed by signal N (137 for the output, memory and CPU caps, told apart by "
       "--json's status); 77 not launched (--authorize-cmd refused).");
   exec->add_option("--socket", exec_opts.socket, kSocketHelp);
@@ -518,18 +518,21 @@ int main(int argc, char** argv) {
     for (const Subcommand& s : kSubcommands) s.add(app, runners);
   }
 
+  // exec runs a program whose own status it returns, so its usage errors are "corral failed"
+  // (125, as with timeout(1) and env(1)): a script cannot mistake them for the program's 2.
+  const int usage = named && std::strcmp(named->name, "exec") == 0 ? cli::kExecCorralFailed : cli::kUsage;
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help, --version (CallForHelp derives from Success)
   } catch (const CLI::ExtrasError& e) {
     if (std::string name = unknown_option(app, argc, argv); !name.empty())
-      return cli::complain(cli::kUsage, "unknown option " + name + " (a program's own arguments go after `--`; see --help)");
-    return cli::complain(cli::kUsage, std::string(e.what()) + " (a program's own arguments go after `--`; see --help)");
+      return cli::complain(usage, "unknown option " + name + " (a program's own arguments go after `--`; see --help)");
+    return cli::complain(usage, std::string(e.what()) + " (a program's own arguments go after `--`; see --help)");
   } catch (const CLI::ParseError& e) {
-    return cli::complain(cli::kUsage, std::string(e.what()) + " (see --help)");
+    return cli::complain(usage, std::string(e.what()) + " (see --help)");
   }
   for (auto& [command, run] : runners)
     if (*command) return run();
-  return cli::kUsage;
+  return usage;
 }
