@@ -174,8 +174,14 @@ struct Execution::State : std::enable_shared_from_this<State> {
   }
 
   void set_paused(bool p) {
+    if (p == paused) return;
     paused = p;
-    if (!p) gate.cancel();
+    if (p) {
+      linger.cancel();
+      return;
+    }
+    gate.cancel();
+    if (spawned && process.reaped() && !output_closed && !finished) arm_linger();
   }
 
   // Accounts one read: keeps what fits under the cap, hands it to the sink, and on the first
@@ -237,11 +243,17 @@ struct Execution::State : std::enable_shared_from_this<State> {
     grace_timer.cancel();
     std::error_code ignored;
     stdin_w.close(ignored);
-    // Output still buffered in the pipes is drained; a descendant that escaped the group
-    // and holds a pipe open gets the grace period, then the pipes are closed.
+    if (!paused) arm_linger();
+  }
+
+  // Once the command has ended, output still buffered in the pipes is drained; a descendant
+  // that escaped the group and holds a pipe open gets the grace period, then the pipes are
+  // closed. Not while output is paused (back-pressure): what the pipes hold is the reader's,
+  // and the clock starts again when it resumes.
+  void arm_linger() {
     linger.expires_after(std::max(spec.grace, std::chrono::milliseconds(100)));
-    linger.async_wait([self](std::error_code ec) {
-      if (!ec) self->close_output();
+    linger.async_wait([self = shared_from_this()](std::error_code ec) {
+      if (!ec && !self->paused) self->close_output();
     });
   }
 

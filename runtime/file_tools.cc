@@ -516,6 +516,11 @@ StatusOr<Listing> list_dir(const Roots& roots, const std::string& path, std::siz
     e.size = static_cast<std::uint64_t>(est.st_size);
     e.mtime_ms =
         static_cast<std::int64_t>(est.st_mtim.tv_sec) * 1000 + est.st_mtim.tv_nsec / 1000000;
+    // A --deny-read entry is listed as a command sees it, masked: no size, no time.
+    if (!check_guards(roots, ::dirfd(dir.get()), e.name, false, shown).ok()) {
+      e.size = 0;
+      e.mtime_ms = 0;
+    }
     out.entries.push_back(std::move(e));
   }
   return out;

@@ -124,11 +124,13 @@ Status normalize(Policy& policy, const Credentials* peer) {
   }
   auto resolved = std::make_shared<ResolvedPaths>();
   if (Status st = with_credentials(peer, [&] { return resolve_all(policy, *resolved); }); !st.ok()) return st;
+  if (peer && peer->uid != 0 && ::geteuid() == 0) resolved->peer_ids = std::make_pair(peer->uid, peer->gid);
   policy.resolved = std::move(resolved);
   // Against the workspace roots as resolved (canonical).
   for (const auto& b : policy.binds)
     if (std::string why = hides(b.target, policy); !why.empty())
       return Status::invalid("--bind target " + b.target + " is refused: " + why);
+  if (Status st = refuse_guard_bypass(policy); !st.ok()) return st;
   const Caps& c = policy.caps;
   if (c.limits_memory() && (*c.memory_bytes < cap_limits::kMinMemory || *c.memory_bytes > cap_limits::kMaxMemory))
     return Status::invalid("--memory must be 0 (unlimited) or between 4M and 1024G");
@@ -148,9 +150,34 @@ bool beneath(const std::string& path, const std::string& root) {
   return path == root || path.rfind(root == "/" ? root : root + "/", 0) == 0;
 }
 
+Status refuse_guard_bypass(const Policy& policy) {
+  const bool writable_ws = policy.mode != Mode::read_only;
+  auto check = [&](const std::string& what, const std::string& root, bool writable) -> Status {
+    if (beneath(root, "/proc"))
+      return Status::invalid(what + " " + root + " lies in the host's /proc, which would show the host's processes; "
+                             "the command has a /proc of its own");
+    for (const auto& d : policy.deny_read)
+      if (beneath(root, d) && root != d)
+        return Status::invalid(what + " " + root + " lies beneath --deny-read " + d + ", which it would show again");
+    if (writable)
+      for (const auto& p : policy.protect)
+        if (beneath(root, p))
+          return Status::invalid(what + " " + root + " is or lies beneath --protect " + p +
+                                 ", which it would make writable; bind it read-only");
+    return {};
+  };
+  for (const auto& w : policy.workspaces)
+    if (Status st = check("workspace root", w, writable_ws); !st.ok()) return st;
+  for (const auto& b : policy.binds)
+    if (Status st = check("--bind source", b.source, b.writable && writable_ws); !st.ok()) return st;
+  return {};
+}
+
 Status refuse_hidden(const Policy& policy, const std::vector<std::string>& hidden) {
   for (const auto& h : hidden) {
-    auto contains = [&h](const std::string& root) { return beneath(h, root); };
+    // Either way round: a root that contains one shows it; one inside it (the socket itself,
+    // another scope's temp dir) shows a part of it.
+    auto contains = [&h](const std::string& root) { return beneath(h, root) || beneath(root, h); };
     auto refuse = [&h](const std::string& what) {
       return Status::invalid(what + " contains or lies in " + h + ", one of the supervisor's own directories (its "
                              "socket's, its temp root or its crash records), which no sandbox may see");

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/host_path.h"
@@ -61,6 +62,11 @@ struct Caps {
 // idmaps and Landlock use (never the names again). Shared by copies of the Policy.
 struct ResolvedPaths {
   std::vector<HostPath> workspaces, deny_read, protect, bind_sources;
+  // Whose rights a writable root carries inside (its idmapped mount, runtime/sandbox.cc
+  // plan_view): a non-root peer's uid and gid, checked by a root supervisor, are the ids the
+  // sandbox uid writes as; absent (a root peer, or a supervisor checking with its own rights),
+  // each root's owner. Being able to write a directory is not owning what is in it (/var/tmp).
+  std::optional<std::pair<uid_t, gid_t>> peer_ids;
 };
 
 struct Policy {
@@ -99,6 +105,14 @@ bool beneath(const std::string& path, const std::string& root);
 // --allow-socket inside one would show and admit that socket (the supervisor's own, say):
 // refused, naming both. docs/threat-model.md "What corral guarantees".
 Status refuse_hidden(const Policy& policy, const std::vector<std::string>& hidden);
+
+// A root that would show what a guard hides (docs/threat-model.md "Guard the thing"): a
+// workspace root or --bind source beneath a --deny-read path (the path itself is masked where
+// it shows, so naming it exactly is harmless), a writable one at or beneath a --protect path,
+// or any in the host's /proc. Guards are placed where a root contains them; a root inside one
+// would show its contents with no guard at all. Called by normalize() on every effective
+// policy (the scope's guards included after narrow()). Refused, naming both.
+Status refuse_guard_bypass(const Policy& policy);
 
 // What one request (a command, a background command, a worker, an authorized launch, a file
 // tool call or a child scope) asks for, on top of the scope it runs in. Absent means "the

@@ -982,8 +982,13 @@ Status SandboxHost::plan_view(const Policy& policy, const std::string& temp_dir,
     b.writable = binds[i].writable;
     b.is_dir = S_ISDIR(st.st_mode);
     b.parent_slot = -1;
-    // A root-owned writable root is shown owned by the sandbox uid through an idmapped mount.
-    if (root_ && b.writable && st.st_uid == 0 && binds[i].source.path != temp.path && impl_->idmap) {
+    // Whose files the sandbox uid owns in a writable root (ResolvedPaths::peer_ids): a non-root
+    // peer's own, whoever owns the root; for a root peer, the root's owner's.
+    const uid_t as_uid = rp.peer_ids ? rp.peer_ids->first : st.st_uid;
+    const gid_t as_gid = rp.peer_ids ? rp.peer_ids->second : st.st_gid;
+    // A root-owned writable root of a root peer is shown owned by the sandbox uid through an
+    // idmapped mount made with the child's own user namespace (0 -> the sandbox uid).
+    if (root_ && b.writable && as_uid == 0 && binds[i].source.path != temp.path && impl_->idmap) {
       b.parent_slot = static_cast<int>(parts.idmap_binds.size());
       parts.idmap_binds.push_back(i);
     } else if (root_) {
@@ -996,11 +1001,12 @@ Status SandboxHost::plan_view(const Policy& policy, const std::string& temp_dir,
       priv.propagation = MS_PRIVATE;
       if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &priv, sizeof priv) < 0)
         return Status::from_errno("mount-source", errno, "making the clone of " + binds[i].source.path + " private");
-      // A writable root of another owner (the peer could write it: policy.h): shown owned by
-      // the sandbox uid too, through a user namespace mapping its owner to the sandbox uid. A
+      // Any other writable root (the peer could write it: policy.h): the files of `as_uid`
+      // shown owned by the sandbox uid, through a user namespace mapping that uid (and gid) to
+      // the sandbox's; everyone else's files keep only their "other" permission bits. A
       // filesystem that cannot idmap keeps it as it is (the sandbox uid writes where modes allow).
-      if (b.writable && binds[i].source.path != temp.path && impl_->idmap && st.st_uid != options_.sandbox_uid) {
-        auto ns = owner_userns(st.st_uid, st.st_gid);
+      if (b.writable && binds[i].source.path != temp.path && impl_->idmap && as_uid != options_.sandbox_uid) {
+        auto ns = owner_userns(as_uid, as_gid);
         if (!ns.ok()) return ns.status();
         struct mount_attr attr {};
         attr.attr_set = MOUNT_ATTR_IDMAP;
@@ -1529,6 +1535,8 @@ std::optional<std::string> SandboxHost::prepared_key(const Policy& policy, int n
   field(mode_name(policy.mode));
   field(network_name(policy.network));
   field(host_mounts_generation());
+  // Whose files the writable roots' idmaps give the sandbox uid (plan_view).
+  field(rp.peer_ids ? std::to_string(rp.peer_ids->first) + ":" + std::to_string(rp.peer_ids->second) : "owner");
   for (const auto& w : rp.workspaces) object("w", w.path, w.st);
   for (std::size_t i = 0; i < policy.binds.size(); ++i) {
     field(policy.binds[i].writable ? "rw" : "ro");

@@ -82,6 +82,17 @@ const char* step_name(int step) {
 
 namespace {
 
+// register_command_line(): the supervisor's argv strings, one contiguous area.
+char* g_cmdline = nullptr;
+std::size_t g_cmdline_len = 0;
+
+void blank_command_line() {
+  if (!g_cmdline) return;
+  static constexpr char kName[] = "corral-init";
+  std::memset(g_cmdline, 0, g_cmdline_len);
+  std::memcpy(g_cmdline, kName, sizeof kName <= g_cmdline_len ? sizeof kName - 1 : g_cmdline_len - 1);
+}
+
 [[noreturn]] void fail(const SandboxPlan& plan, Step step, int err) {
   child::ChildError e{static_cast<child::Step>(step), err};
   [[maybe_unused]] auto n = ::write(plan.exec.error_fd, &e, sizeof e);
@@ -954,6 +965,18 @@ void serve_one(SandboxPlan& plan, const PreparedRequest& req, const int* fds, st
 
 }  // namespace
 
+void register_command_line(int argc, char** argv) {
+  if (argc < 1 || !argv || !argv[0]) return;
+  // The kernel lays argv out back to back; anything else (a rewritten argv) is left alone.
+  char* end = argv[0];
+  for (int i = 0; i < argc; ++i) {
+    if (!argv[i] || argv[i] != end) return;
+    end += std::strlen(argv[i]) + 1;
+  }
+  g_cmdline = argv[0];
+  g_cmdline_len = static_cast<std::size_t>(end - argv[0]);
+}
+
 int init_main(void* arg) {
   SandboxPlan& plan = *static_cast<SandboxPlan*>(arg);
 
@@ -987,6 +1010,7 @@ int init_main(void* arg) {
   // The marker every supervisor looks for to refuse peers inside any corral sandbox
   // (supervisor/peer.h): PID 1 of its namespace, named corral-init. Keep both.
   ::prctl(PR_SET_NAME, "corral-init", 0, 0, 0);
+  blank_command_line();
 
   int parent_fds[kMaxBinds];
   std::size_t parent_fd_count = 0;

@@ -198,4 +198,10 @@ struct PreparedReply {
 // then forwards signals and reaps until the command ends. Never returns.
 int init_main(void* plan);
 
+// The supervisor's command line names its socket, temp root and audit log. Every init is a
+// copy of the supervisor, and its command reads /proc/1/cmdline: `corral serve` registers its
+// argv once at start, and each init (and prepared-sandbox server) blanks its own copy to
+// "corral-init" before anything runs in the sandbox.
+void register_command_line(int argc, char** argv);
+
 }  // namespace corral::sandbox

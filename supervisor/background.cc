@@ -1,5 +1,8 @@
 #include "supervisor/background.h"
 
+#include <iterator>
+#include <vector>
+
 #include "supervisor/exec_request.h"
 #include "worker_proto/messages.h"
 
@@ -32,6 +35,13 @@ StatusOr<std::string> BackgroundTable::start(ExecSpec spec, const std::shared_pt
     return Status::error("limit", EAGAIN,
                          "scope " + scope->id() + " already holds " + std::to_string(scope->background_count) +
                              " background commands (the limit is " + std::to_string(kMaxBackgroundPerScope) + ")");
+  Owner& o = owners_[owner];
+  if (o.records >= kMaxBackgroundRecordsPerUid)
+    return Status::error("limit", EAGAIN,
+                         "uid " + std::to_string(owner) + " already has " + std::to_string(o.records) +
+                             " background commands running or ended and not yet polled (the limit is " +
+                             std::to_string(kMaxBackgroundRecordsPerUid) + "); poll the ended ones first");
+  ++o.records;
   auto rec = std::make_shared<Record>();
   rec->id = "bg" + std::to_string(next_id_++);
   rec->owner = owner;
@@ -39,11 +49,13 @@ StatusOr<std::string> BackgroundTable::start(ExecSpec spec, const std::shared_pt
   spec.timeout = std::chrono::milliseconds(0);  // no deadline; owned and cancellable instead
   spec.retain_output = false;
   std::weak_ptr<Record> weak = rec;
-  auto sink = [weak](StreamId s, std::string_view data) {
+  auto sink = [this, weak](StreamId s, std::string_view data) {
     auto r = weak.lock();
     if (!r) return;
     (s == StreamId::err ? r->err : r->out).append(data);
-    if (!r->paused && r->out.size() + r->err.size() >= kBackgroundBufferBytes) {
+    Owner& held = owners_[r->owner];
+    held.bytes += data.size();
+    if (!r->paused && (r->out.size() + r->err.size() >= kBackgroundBufferBytes || held.bytes >= kBackgroundBytesPerUid)) {
       r->paused = true;
       r->exec.pause_output();
     }
@@ -85,14 +97,40 @@ proto::Frame BackgroundTable::poll(std::uint64_t request_id, const std::string& 
   proto::Frame reply = proto::make_poll_reply(
       request_id, {r->id, state, r->out, r->err,
                    r->ended ? std::optional<proto::ExecResultInfo>(exec_result_info(r->result)) : std::nullopt});
+  owners_[r->owner].bytes -= r->out.size() + r->err.size();
   r->out.clear();
   r->err.clear();
-  if (r->paused) {
+  if (r->ended) {
+    erase(it);  // the end has been seen: the record's job is done
+  } else if (r->paused) {
+    // The polled one goes on even while the uid is over its budget: the sink pauses it again
+    // after one read (so the budget is exceeded by at most a read per record), and a client
+    // that polls only this command still sees it through.
     r->paused = false;
     r->exec.resume_output();
   }
-  if (r->ended) records_.erase(it);  // the end has been seen: the record's job is done
+  resume_within_budget(r->owner);
   return reply;
+}
+
+void BackgroundTable::resume_within_budget(uid_t uid) {
+  for (auto& [id, rec] : records_) {
+    if (owners_[uid].bytes >= kBackgroundBytesPerUid) return;
+    if (rec->owner != uid || !rec->paused || rec->ended || rec->out.size() + rec->err.size() >= kBackgroundBufferBytes)
+      continue;
+    rec->paused = false;
+    rec->exec.resume_output();
+  }
+}
+
+void BackgroundTable::erase(std::map<std::string, std::shared_ptr<Record>>::iterator it) {
+  const std::shared_ptr<Record>& r = it->second;
+  auto o = owners_.find(r->owner);
+  if (o != owners_.end()) {
+    o->second.bytes -= r->out.size() + r->err.size();
+    if (--o->second.records == 0) owners_.erase(o);
+  }
+  records_.erase(it);
 }
 
 proto::Frame BackgroundTable::stop(std::uint64_t request_id, const std::string& id, bool force, uid_t uid) {
@@ -121,10 +159,17 @@ std::size_t BackgroundTable::running() const {
 
 void BackgroundTable::purge() {
   const auto now = Clock::now();
+  std::vector<uid_t> freed;
   for (auto it = records_.begin(); it != records_.end();) {
-    if (it->second->ended && now - it->second->ended_at > kBackgroundRecordTtl) it = records_.erase(it);
-    else ++it;
+    auto next = std::next(it);
+    if (it->second->ended && now - it->second->ended_at > kBackgroundRecordTtl) {
+      freed.push_back(it->second->owner);
+      erase(it);
+    }
+    it = next;
   }
+  for (uid_t uid : freed)
+    if (owners_.count(uid)) resume_within_budget(uid);
 }
 
 }  // namespace corral::supervisor

@@ -115,8 +115,14 @@ std::shared_ptr<Scope> ScopeRegistry::make_implicit(uid_t owner) {
   return make("conn-" + std::to_string(next_id_++), owner);
 }
 
-std::shared_ptr<Scope> ScopeRegistry::create(uid_t owner, const std::shared_ptr<Scope>& parent, bool detached,
-                                             Policy defaults) {
+StatusOr<std::shared_ptr<Scope>> ScopeRegistry::create(uid_t owner, const std::shared_ptr<Scope>& parent,
+                                                       bool detached, Policy defaults) {
+  std::size_t open = 0;
+  for (const auto& [id, sc] : scopes_) open += !sc->closed() && sc->owner() == owner && sc->ceiling == Ceiling::bounded;
+  if (open >= kMaxScopesPerUid)
+    return Status::error("limit", EAGAIN,
+                         "uid " + std::to_string(owner) + " already has " + std::to_string(open) +
+                             " open scopes (the limit is " + std::to_string(kMaxScopesPerUid) + "); close some first");
   // Appended, not `"s" + std::to_string(...)`: GCC 12 at -O3 warns (-Wrestrict) on that.
   std::string id = "s";
   id += std::to_string(next_id_++);

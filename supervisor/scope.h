@@ -110,6 +110,8 @@ class Scope : public std::enable_shared_from_this<Scope> {
 // --scope is given for things that outlive it).
 class ScopeRegistry {
  public:
+  static constexpr std::size_t kMaxScopesPerUid = 256;
+
   // `offload` runs each scope's temp-dir removal (Scope::offload).
   // `prepare_after`: each scope's PreparedSandboxes (runtime/prepared.h); 0: none.
   ScopeRegistry(std::string temp_root, const SandboxHost* host,
@@ -118,8 +120,10 @@ class ScopeRegistry {
 
   // A connection's implicit scope (not listed, not closable by id).
   std::shared_ptr<Scope> make_implicit(uid_t owner);
-  // A named scope under `parent` (may be null).
-  std::shared_ptr<Scope> create(uid_t owner, const std::shared_ptr<Scope>& parent, bool detached, Policy defaults);
+  // A named scope under `parent` (may be null). Refused past kMaxScopesPerUid open named scopes
+  // of `owner` (each holds a tmpfs mount on the host, and its files, until closed).
+  StatusOr<std::shared_ptr<Scope>> create(uid_t owner, const std::shared_ptr<Scope>& parent, bool detached,
+                                          Policy defaults);
   // Looks up a named scope that `uid` may act on; the Status says which of the two it is not.
   StatusOr<std::shared_ptr<Scope>> find(const std::string& id, uid_t uid) const;
   std::shared_ptr<Scope> default_for(uid_t uid);

@@ -58,7 +58,9 @@ void ScopeRequests::on_create(const proto::Message& msg) {
     return;
   }
   if (Status st = s_.ctx().host->check(*defaults); !st.ok()) return s_.send_error(id, ErrorCode::unsupported, st.message());
-  auto scope = s_.ctx().scopes->create(s_.peer().uid, parent, req.detach(), std::move(defaults).value());
+  auto created = s_.ctx().scopes->create(s_.peer().uid, parent, req.detach(), std::move(defaults).value());
+  if (!created.ok()) return s_.send_error(id, ErrorCode::too_many_requests, created.status().message());
+  std::shared_ptr<Scope> scope = std::move(created).value();
   if (!req.detach()) owned_.push_back(scope);
   // Its temp dir (a tmpfs mount) is made off the loop; the reply names it.
   // The job and its hand-back hold the scope weakly: neither may be what keeps it alive past the

@@ -698,6 +698,10 @@ TEST_CASE("7b. no workspace, bind or scope may contain the supervisor's own dire
             "workspace root " + s.dir() + " contains or lies in ");
   }
   refused({"exec", "--bind", s.dir() + ":/opt/x", "--", kHelper, "exit", "0"}, "--bind source " + s.dir());
+  // Nor anything inside them: the socket itself, in every mode.
+  for (const auto& mode : kModes)
+    refused({"exec", "--mode", mode, "--bind", s.socket() + ":/opt/s.sock", "--", kHelper, "exit", "0"},
+            "--bind source " + s.socket() + " contains or lies in");
   refused({"scope", "create", "--workspace", s.dir()}, "workspace root " + s.dir());
   // A socket in one of them (the supervisor's own, above all) is no --allow-socket.
   refused({"exec", "--allow-socket", s.socket(), "--", kHelper, "exit", "0"}, "--allow-socket " + s.socket());
@@ -1715,6 +1719,43 @@ TEST_CASE("24. an allowed non-root peer gains nothing its uid lacks (root superv
   r = cli_as(65534, {"exec", "--workspace", other, "--", kHelper, "write-file", other + "/x"}, s.socket());
   CHECK(r.exit_code != 0);
   CHECK_FALSE(path_exists(other + "/x"));
+
+  // A directory anyone may write (root's, sticky, as /var/tmp) is a workspace 65534 may name,
+  // but writing a directory is not owning what is in it: root's and 1001's files there stay
+  // theirs (the idmap carries the peer's ids, not the owner's), and what it creates is 65534's.
+  const std::string shared = t.base + "/sticky";
+  REQUIRE(::mkdir(shared.c_str(), 0755) == 0);
+  REQUIRE(::chmod(shared.c_str(), 01777) == 0);
+  put(shared + "/root-secret", "ROOT ONLY");
+  REQUIRE(::chmod((shared + "/root-secret").c_str(), 0600) == 0);
+  put(shared + "/root-code", "root's");
+  REQUIRE(::chmod((shared + "/root-code").c_str(), 0644) == 0);
+  put(shared + "/1001-secret", "1001 ONLY");
+  REQUIRE(::chown((shared + "/1001-secret").c_str(), 1001, 1001) == 0);
+  REQUIRE(::chmod((shared + "/1001-secret").c_str(), 0600) == 0);
+  const std::vector<std::string> peer_ws = {"exec", "--workspace", shared, "--", kHelper};
+  auto as_nobody = [&](std::vector<std::string> op) {
+    std::vector<std::string> args = peer_ws;
+    args.insert(args.end(), op.begin(), op.end());
+    return cli_as(65534, args, s.socket());
+  };
+  r = as_nobody({"read-file", shared + "/root-secret"});
+  CHECK(r.out.find("ROOT ONLY") == std::string::npos);
+  CHECK(r.out.find("EACCES") != std::string::npos);
+  r = as_nobody({"read-file", shared + "/1001-secret"});
+  CHECK(r.out.find("1001 ONLY") == std::string::npos);
+  CHECK(r.out.find("EACCES") != std::string::npos);
+  r = as_nobody({"write-file", shared + "/root-code", "pwned"});
+  CHECK(r.out.find("EACCES") != std::string::npos);
+  CHECK(read_file(shared + "/root-code") == "root's");
+  r = as_nobody({"chmod", shared + "/root-secret", "0666"});
+  CHECK(r.out.find("EPERM") != std::string::npos);
+  r = as_nobody({"write-file", shared + "/by-nobody", "mine"});
+  CHECK(r.out == "ok\n");
+  REQUIRE(::stat((shared + "/by-nobody").c_str(), &st) == 0);
+  CHECK(st.st_uid == 65534);
+  REQUIRE(::stat((shared + "/root-secret").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0600);
 }
 
 TEST_CASE("25. --protect and --deny-read guard the thing: no ancestor can be renamed, within a run or across runs") {
@@ -1815,6 +1856,56 @@ std::string groups_line(const std::string& out) {
 }
 
 }  // namespace
+
+TEST_CASE("25. a root inside a guarded path is refused: no bind or workspace shows what a guard hides") {
+  Supervisor s;
+  Tree t;
+  const std::string hooks = t.ws + "/.git/hooks";
+  REQUIRE(std::filesystem::create_directories(hooks));
+  put(hooks + "/pre-commit", "#!/bin/sh\n");
+  REQUIRE(std::filesystem::create_directories(t.ws + "/secrets/sub"));
+  put(t.ws + "/secrets/sub/key", "KEY");
+  hand_over(t.ws);
+  auto expect_refused = [&](std::vector<std::string> args, const std::string& says) {
+    std::string line;
+    for (const auto& a : args) line += a + " ";
+    CAPTURE(line);
+    CliRun r = client(args, s.socket());
+    CHECK(r.exit_code != 0);
+    CHECK(r.err.find(says) != std::string::npos);
+  };
+  // The scope's guards are the ceiling's: a request may not step inside them.
+  CliRun created = client({"scope", "create", "--workspace", t.ws, "--protect", t.ws + "/.git", "--deny-read",
+                           t.ws + "/secrets"},
+                          s.socket());
+  REQUIRE(created.exit_code == 0);
+  const std::string scope = scope_id_of(created);
+  expect_refused({"exec", "--scope", scope, "--bind", hooks + ":/opt/h:rw", "--", kHelper, "write-file",
+                  "/opt/h/pre-commit", "pwned"},
+                 "--bind source " + hooks + " is or lies beneath --protect " + t.ws + "/.git");
+  expect_refused({"exec", "--scope", scope, "--workspace", hooks, "--", kHelper, "write-file", hooks + "/pre-commit"},
+                 "workspace root " + hooks + " is or lies beneath --protect");
+  expect_refused({"exec", "--scope", scope, "--bind", t.ws + "/secrets/sub:/opt/s", "--", kHelper, "read-file",
+                  "/opt/s/key"},
+                 "--bind source " + t.ws + "/secrets/sub lies beneath --deny-read " + t.ws + "/secrets");
+  // The same from a request's own guards, and in a scope created with both.
+  expect_refused({"exec", "--workspace", t.ws, "--protect", t.ws + "/.git", "--bind", hooks + ":/opt/h:rw", "--",
+                  kHelper, "exit", "0"},
+                 "lies beneath --protect");
+  expect_refused({"scope", "create", "--deny-read", t.ws + "/secrets", "--workspace", t.ws + "/secrets/sub"},
+                 "lies beneath --deny-read");
+  // The host's /proc is no bind source: the command has its own.
+  expect_refused({"exec", "--bind", "/proc:/opt/p", "--", kHelper, "exit", "0"}, "lies in the host's /proc");
+  expect_refused({"exec", "--bind", "/proc/sys:/opt/p", "--", kHelper, "exit", "0"}, "lies in the host's /proc");
+  expect_refused({"exec", "--mode", "danger-full-access", "--bind", "/proc/1:/opt/p", "--", kHelper, "exit", "0"},
+                 "lies in the host's /proc");
+  // A read-only bind inside a protected path protects nothing less: allowed, and read-only.
+  CHECK(attempt(s.socket(), {"--scope", scope, "--bind", hooks + ":/opt/h"}, {"write-file", "/opt/h/pre-commit"}) ==
+        "errno=EROFS");
+  CHECK(read_file(hooks + "/pre-commit") == "#!/bin/sh\n");
+  CHECK(read_file(t.ws + "/secrets/sub/key") == "KEY");
+  client({"scope", "close", scope}, s.socket());
+}
 
 TEST_CASE("26. no sandbox holds supplementary groups, under root and non-root supervisors") {
   const std::vector<std::string> show = {"exec", "--", "/bin/grep", "^Groups:", "/proc/self/status"};
@@ -1972,6 +2063,29 @@ TEST_CASE("28. /proc/self/mountinfo shows no host temp path and no supervisor pi
   auto bad = client({"serve", "--socket", small.dir() + "/other.sock", "--temp-size", "1K"}, "");
   CHECK(bad.exit_code != 0);
   CHECK(bad.err.find("--temp-size must be 0 (unbounded host directories) or between 1M and") != std::string::npos);
+}
+
+TEST_CASE("28. init's command line (a copy of the supervisor's) names no supervisor path, prepared or not") {
+  Supervisor s;
+  for (const auto& mode : kModes) {
+    CAPTURE(mode);
+    const std::string scope = scope_id_of(client({"scope", "create", "--mode", mode}, s.socket()));
+    // A new scope's usual launch, then three in one scope (a prepared sandbox from the second).
+    std::vector<std::vector<std::string>> runs = {{"exec", "--mode", mode, "--", "/bin/cat", "/proc/1/cmdline"}};
+    for (int i = 0; i < 3; ++i)
+      runs.push_back({"exec", "--scope", scope, "--mode", mode, "--", "/bin/cat", "/proc/1/cmdline"});
+    for (const auto& run : runs) {
+      auto r = client(run, s.socket());
+      REQUIRE(r.exit_code == 0);
+      CAPTURE(r.out);
+      // The area keeps its length (the kernel shows it to its end): blanked after the name.
+      CHECK(r.out.rfind("corral-init", 0) == 0);
+      CHECK(r.out.find_first_not_of('\0', 11) == std::string::npos);
+      CHECK(r.out.find(s.socket()) == std::string::npos);
+      CHECK(r.out.find(s.dir()) == std::string::npos);
+    }
+    client({"scope", "close", scope}, s.socket());
+  }
 }
 
 TEST_CASE("28. a supervisor whose socket is directly in /tmp leaves its commands' /tmp usable") {

@@ -624,6 +624,17 @@ TEST_CASE("listing: sorted, lstat types and sizes, capped") {
   CHECK_FALSE(l->truncated);
   check_refused(list_dir(t.roots, "missing", 10), "open", ENOENT,
                 "'missing': No such file or directory");
+
+  // A --deny-read entry is listed as a command sees it (masked): no size, no time.
+  Roots guarded = t.roots;
+  guarded.denied = {d + "/b.txt"};
+  l = list_dir(guarded, "d", 100);
+  REQUIRE(l.ok());
+  REQUIRE(l->entries.size() == 6);
+  CHECK(l->entries[2].name == "b.txt");
+  CHECK(l->entries[2].size == 0);
+  CHECK(l->entries[2].mtime_ms == 0);
+  CHECK(l->entries[0].mtime_ms > now_ms - 60000);  // the others as they are
 }
 
 TEST_CASE("no fd leaks, on success or refusal") {

@@ -248,10 +248,27 @@ TEST_CASE("FileRequests: served in order off the loop, each holding its room unt
   CHECK(w.run_until([&] { return s.held == 0; }));
 }
 
+TEST_CASE("ScopeRegistry: a uid holds at most kMaxScopesPerUid open named scopes; others' and closed ones do not count") {
+  World w;
+  std::vector<std::shared_ptr<supervisor::Scope>> mine;
+  for (std::size_t i = 0; i < supervisor::ScopeRegistry::kMaxScopesPerUid; ++i) {
+    auto made = w.ctx.scopes->create(4242, nullptr, true, Policy{});
+    REQUIRE(made.ok());
+    mine.push_back(*made);
+  }
+  auto over = w.ctx.scopes->create(4242, nullptr, true, Policy{});
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.status().message().find("the limit is 256") != std::string::npos);
+  CHECK(w.ctx.scopes->create(4243, nullptr, true, Policy{}).ok());  // another uid's count is its own
+  w.ctx.scopes->close(mine.front());
+  CHECK(w.ctx.scopes->create(4242, nullptr, true, Policy{}).ok());  // a closed one frees its place
+  for (auto& sc : mine) w.ctx.scopes->close(sc);
+}
+
 TEST_CASE("ScopeRequests and BackgroundRequests: another uid's scope is refused; unknown ids are not found") {
   World w;
   FakeSession& s = *w.session;
-  auto theirs = w.ctx.scopes->create(12345, nullptr, false, Policy{});
+  auto theirs = w.ctx.scopes->create(12345, nullptr, false, Policy{}).value();
   auto close = Incoming(proto::make_scope_close(1, theirs->id()));
   auto other = std::make_shared<FakeSession>(w.ctx, w.io, 23456);
   other->scopes.on_close(*close.msg);

@@ -12,6 +12,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
+std::uint64_t rss_kb(pid_t pid) {
+  std::istringstream in(read_file("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
+  return 0;
+}
+
 std::string last_line(const std::string& out) {
   std::string s = out;
   while (!s.empty() && s.back() == '\n') s.pop_back();
@@ -248,6 +255,61 @@ TEST_CASE("a scope holds at most 256 background commands; the limit is checked b
   CHECK(processes_with(marker).size() == 256);
   CHECK(cli({"scope", "close", id}, s.socket()).exit_code == 0);
   CHECK(wait_until([&] { return processes_with(marker).empty(); }, 30s));
+}
+
+TEST_CASE("a uid's unpolled background output is held within its 64 MiB budget; past it output pauses, none is lost") {
+  Server s;
+  const std::string id = last_line(cli({"scope", "create"}, s.socket()).out);
+  auto c = s.connect();
+  REQUIRE(c);
+  // 128 commands of 1 MiB each, none polled: twice the budget. Those whose output fits end;
+  // the others wait on their pipes (paused), and the supervisor holds about the budget.
+  constexpr int kCommands = 128;
+  constexpr long kBytes = 1 << 20;
+  const std::string marker = "corral-bg-budget-" + std::to_string(::getpid());
+  std::vector<std::string> ids;
+  for (int i = 0; i < kCommands; ++i) {
+    proto::ExecArgs a;
+    a.argv = {kHelper, "write", std::to_string(kBytes), "out", marker};
+    a.background = true;
+    a.scope = id;
+    const auto rid = static_cast<std::uint64_t>(i + 1);
+    proto::Received r = must(c->call(rid, proto::make_exec(rid, a)));
+    REQUIRE(r.msg->body_as_BackgroundStarted());
+    ids.push_back(proto::str(r.msg->body_as_BackgroundStarted()->id()));
+  }
+  // Each command's megabyte fits its pipe, so every one of them ends; those past the budget
+  // leave the rest of their output in their pipes, paused.
+  REQUIRE(wait_until([&] { return processes_with(marker).empty(); }, 60s));
+  std::uint64_t rss = 0;
+  REQUIRE(wait_until([&] {
+    const std::uint64_t before = rss_kb(s.pid());
+    std::this_thread::sleep_for(500ms);
+    rss = rss_kb(s.pid());
+    return rss == before;
+  }, 30s));
+  CHECK(rss < 112 * 1024);  // the budget and the supervisor, not 128 MiB of output
+  // Every byte of every command arrives, polled in turn (paused ones resume as the budget
+  // frees), although each command ended long ago: a paused pipe is not closed on its reader.
+  std::uint64_t rid = 1000;
+  for (const std::string& bg : ids) {
+    CAPTURE(bg);
+    std::size_t got = 0;
+    bool ended = false;
+    REQUIRE(wait_until([&] {
+      ++rid;
+      proto::Received r = must(c->call(rid, proto::make_poll(rid, bg)));
+      const proto::PollReply* p = r.msg->body_as_PollReply();
+      if (!p) return true;
+      if (p->stdout()) got += p->stdout()->size();
+      ended = proto::str(p->state()) != "running";
+      return ended;
+    }, 30s));
+    CHECK(ended);
+    CHECK(got == static_cast<std::size_t>(kBytes));
+  }
+  CHECK(processes_with(marker).empty());
+  CHECK(cli({"scope", "close", id}, s.socket()).exit_code == 0);
 }
 
 TEST_CASE("a scope's prepared sandboxes end when it closes, whatever records of its commands remain") {

@@ -18,6 +18,7 @@
 
 #include "runtime/limits.h"
 #include "runtime/policy.h"
+#include "runtime/sandbox_plan.h"
 #include "runtime/units.h"
 #include "tools/commands.h"
 #include "tools/mcp_server.h"
@@ -513,6 +514,7 @@ int main(int argc, char** argv) {
     for (const Subcommand& s : kSubcommands)
       if (std::strcmp(argv[1], s.name) == 0) named = &s;
   if (named) {
+    if (std::strcmp(named->name, "serve") == 0) sandbox::register_command_line(argc, argv);
     named->add(app, runners);
   } else {
     for (const Subcommand& s : kSubcommands) s.add(app, runners);
