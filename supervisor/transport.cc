@@ -1,10 +1,13 @@
 #include "supervisor/transport.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <asio/experimental/as_tuple.hpp>
+#include <asio/post.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
@@ -17,6 +20,17 @@ namespace {
 constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
 // The writer hands the kernel up to this much per write: fewer syscalls under streaming.
 constexpr std::size_t kWriteBatchBytes = 256 * 1024;
+// Frames read while requests are paused, held in order (bytes: the queue bound).
+constexpr std::size_t kMaxHeldFrames = 256;
+// How often a reader that holds all it may checks whether the client is gone.
+constexpr std::chrono::milliseconds kHangupPoll{200};
+
+// The client shut its end (it closed or died), whatever it left unread in our socket: a
+// reader that stopped reading would not see the EOF behind the frames.
+bool peer_gone(int fd) {
+  struct pollfd p {fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
 
 }  // namespace
 
@@ -28,9 +42,15 @@ Transport::Transport(asio::io_context& io, asio::local::stream_protocol::socket 
 asio::awaitable<void> Transport::reader() {
   std::vector<std::uint8_t> payload;
   while (!closed_ && !flush_then_close_) {
-    if (reading_paused()) {
-      reader_wake_.expires_at(std::chrono::steady_clock::time_point::max());
+    // Frames read while requests were paused go first, in order, once they may.
+    drain_held();
+    const bool paused = reading_paused();
+    // Paused: requests wait, but the socket is still read, up to a bound, so that a Cancel
+    // and the client's going away are seen meanwhile. Past the bound, only its going away.
+    if (paused && (held_bytes_ >= limits_.max_queued || held_.size() >= kMaxHeldFrames)) {
+      reader_wake_.expires_after(kHangupPoll);
       co_await reader_wake_.async_wait(use_tuple);
+      if (!closed_ && !flush_then_close_ && reading_paused() && peer_gone(socket_.native_handle())) break;
       continue;
     }
     const FrameRead in = co_await read_frame(socket_, limits_.max_frame, payload);
@@ -50,7 +70,26 @@ asio::awaitable<void> Transport::reader() {
       queue(proto::make_error(0, in.error.code, in.error.message));
       continue;
     }
-    owner_.on_frame(*in.msg, payload);
+    if (held_.empty() && !reading_paused()) {
+      owner_.on_frame(*in.msg, payload);
+      continue;
+    }
+    const std::uint64_t id = in.msg->request_id();
+    if (in.msg->body_type() == proto::Body::Cancel) {
+      // One for a request still held: it never starts.
+      auto it = std::find_if(held_.begin(), held_.end(), [id](const Held& h) { return h.request_id == id; });
+      if (it != held_.end()) {
+        held_bytes_ -= it->payload.size();
+        held_.erase(it);
+        queue(proto::make_error(id, proto::ErrorCode::cancelled, "cancelled before it started"));
+      } else {
+        owner_.on_frame(*in.msg, payload);  // one for a request that runs
+      }
+      continue;
+    }
+    held_bytes_ += payload.size();
+    held_.push_back({std::move(payload), id});
+    payload = {};
   }
 }
 
@@ -92,10 +131,33 @@ asio::awaitable<void> Transport::writer() {
     if (closed_) break;
     queued_bytes_ -= bytes;
     update_pressure();
-    if (!reading_paused()) reader_wake_.cancel();
+    room_made();
     if (!congested()) owner_.on_drained();
     if (ec) break;
   }
+}
+
+void Transport::drain_held() {
+  while (!held_.empty() && !closed_ && !flush_then_close_ && !reading_paused()) {
+    Held h = std::move(held_.front());
+    held_.pop_front();
+    held_bytes_ -= h.payload.size();
+    owner_.on_frame(*proto::GetMessage(h.payload.data()), h.payload);
+  }
+}
+
+void Transport::room_made() {
+  if (reading_paused()) return;
+  reader_wake_.cancel();
+  // The reader may be in a read that waits for the client: held frames need not wait for it.
+  // Posted, not run here: this runs inside a frame's own handling, which must finish first.
+  if (held_.empty() || drain_posted_) return;
+  drain_posted_ = true;
+  asio::post(socket_.get_executor(), [this, alive = std::weak_ptr<char>(alive_)] {
+    if (alive.expired()) return;
+    drain_posted_ = false;
+    drain_held();
+  });
 }
 
 void Transport::drop_unconfirmed() {
@@ -158,12 +220,12 @@ void Transport::release(std::uint64_t id) {
   if (it == reserved_.end()) return;
   reserved_bytes_ -= it->second;
   reserved_.erase(it);
-  if (!reading_paused()) reader_wake_.cancel();
+  room_made();
 }
 
 void Transport::unhold(std::uint64_t bytes) {
   reserved_bytes_ -= bytes;
-  if (!reading_paused()) reader_wake_.cancel();
+  room_made();
 }
 
 bool Transport::reading_paused() const {

@@ -7,7 +7,9 @@
 // `max_queued` bytes the Owner is told to stop feeding (its commands' pipes then fill), until
 // the queue drains to half. The client's requests stop being read while the queued bytes plus
 // the bytes promised to requests already admitted (reserve(), each at most `max_queued`) are
-// over `max_queued`.
+// over `max_queued`; frames that arrive meanwhile are still read and held, up to a bound, so
+// that a Cancel is acted on and a client that goes away is seen (then everything it started
+// ends with it), and past the bound the socket is checked for the client's going away.
 //
 // Lifetime: the Owner holds the Transport and keeps itself alive while reader() and writer()
 // run (their completion handlers hold it); nothing here outlives the Owner.
@@ -83,10 +85,14 @@ class Transport {
   bool congested() const { return closed_ || queued_bytes_ > limits_.max_queued; }
   bool reading_paused() const;
   // Reading may resume (the Owner's own reason went away).
-  void wake_reader() { reader_wake_.cancel(); }
+  void wake_reader() { room_made(); }
 
  private:
   void update_pressure();
+  // Hands held frames to the Owner, in order, while requests may be read.
+  void drain_held();
+  // Reading may have become allowed: wakes the reader, and drains held frames (posted).
+  void room_made();
   // The client left with frames of ours unread: what was written since it last sent a frame
   // never reached it (unconfirmed_), nor will anything written from now on.
   void drop_unconfirmed();
@@ -102,6 +108,16 @@ class Transport {
     std::function<void()> on_dropped;
   };
   std::deque<Pending> queue_;
+  // Frames read while requests were paused (reading_paused()), dispatched in order once they
+  // may be; a Cancel is acted on at once (a held request it names is dropped, answered
+  // "cancelled"). Bounded by max_queued bytes and a count; past them nothing more is read.
+  struct Held {
+    std::vector<std::uint8_t> payload;
+    std::uint64_t request_id;
+  };
+  std::deque<Held> held_;
+  std::uint64_t held_bytes_ = 0;
+  bool drain_posted_ = false;
   // on_dropped of frames written since the client last sent a frame: run if it then closes
   // with data of ours unread (peer_unread_), forgotten when it sends again.
   std::vector<std::function<void()>> unconfirmed_;

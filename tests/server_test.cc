@@ -5,6 +5,7 @@
 
 #include <grp.h>
 #include <fstream>
+#include <map>
 #include <sys/socket.h>
 
 #include "runtime/fd_passing.h"
@@ -148,6 +149,40 @@ TEST_CASE("a reply is reserved when its request is admitted: evaluations whose r
     REQUIRE(r.msg->body_as_WorkerEvalResult());
     CHECK(r.msg->body_as_WorkerEvalResult()->reply()->size() == 15728640u);
   }
+}
+
+TEST_CASE("a connection whose requests wait for reply room still sees its cancels and its client going away") {
+  Server s;
+  const std::string marker = "corral-held-" + std::to_string(::getpid());
+  auto c = s.connect();
+  REQUIRE(c);
+  // Each foreground command reserves 1 MiB of the 4 MiB queue: four run, the rest wait unread.
+  proto::ExecArgs a;
+  a.argv = {kHelper, "sleep", "60", marker};
+  for (std::uint64_t id = 1; id <= 7; ++id) REQUIRE(c->send(proto::make_exec(id, a)));
+  REQUIRE(wait_until([&] { return processes_with(marker).size() == 4; }, 20s));
+  // A cancel for a waiting request: it never starts. One for a running command: it ends.
+  REQUIRE(c->send(proto::make_cancel(6, true)));
+  REQUIRE(c->send(proto::make_cancel(1, true)));
+  std::map<std::uint64_t, std::string> got;
+  while (got.size() < 2) {
+    proto::Received r = must(c->receive(20000));
+    const std::uint64_t id = r.msg->request_id();
+    if (const auto* e = r.msg->body_as_Error()) got[id] = "error " + std::string(proto::EnumNameErrorCode(e->code()));
+    else if (r.msg->body_as_ExecResult()) got[id] = "result";
+  }
+  CHECK(got[6] == "error cancelled");
+  CHECK(got[1] == "result");
+  // Request 5 took 1's place; 6 never ran.
+  REQUIRE(wait_until([&] { return processes_with(marker).size() == 4; }, 20s));
+  // The client goes away with requests still waiting: everything it started ends, now.
+  c.reset();
+  CHECK(wait_until([&] { return processes_with(marker).empty(); }, 10s));
+  auto status = s.connect();
+  REQUIRE(status);
+  proto::Received st = must(status->call(100, proto::make_status_request(100)));
+  REQUIRE(st.msg->body_as_StatusReply());
+  CHECK(st.msg->body_as_StatusReply()->connections() == 1);
 }
 
 TEST_CASE("a root supervisor's event loop runs at a higher priority than its pools and sandboxes") {
