@@ -413,6 +413,33 @@ TEST_CASE("CLI: typed options refuse values out of their bounds, naming the boun
   }
 }
 
+TEST_CASE("CLI: --stdin reads its source up to the limit and no further; --bind names its mode or nothing") {
+  Server s;
+  auto r = run({"exec", "--socket", s.socket(), "--stdin", "-", "--", "/bin/cat"}, "from stdin\n");
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "from stdin\n");
+  Workspace ws;
+  TempDir d;
+  r = run({"exec", "--socket", s.socket(), "--stdin", ws.put("in", "from a file"), "--", "/bin/cat"});
+  CHECK(r.out == "from a file");
+  // An endless source is refused once past the limit (a read to its end would never end).
+  r = run({"exec", "--socket", s.socket(), "--stdin", "/dev/zero", "--", "/bin/cat"});
+  CHECK(r.exit_code == 125);
+  CHECK(r.err.find("--stdin: more than 8M (the limit); nothing was run") != std::string::npos);
+  r = run({"exec", "--socket", s.socket(), "--stdin", d.path(), "--", "/bin/cat"});
+  CHECK(r.exit_code == 125);
+  CHECK(r.err.find("is a directory") != std::string::npos);
+  r = run({"exec", "--socket", s.socket(), "--stdin", d.path() + "/missing", "--", "/bin/cat"});
+  CHECK(r.exit_code == 125);
+  CHECK(r.err.find("cannot open") != std::string::npos);
+  // A mistyped mode is no part of the target path.
+  for (const std::string mode : {"RW", "readonly", "xx"}) {
+    r = run({"exec", "--socket", s.socket(), "--bind", d.path() + ":/mnt/w:" + mode, "--", "/bin/true"});
+    CHECK(r.exit_code == 125);
+    CHECK(r.err.find("unknown mode '" + mode + "' (ro or rw)") != std::string::npos);
+  }
+}
+
 TEST_CASE("CLI: a socket that accepts and never answers the hello ends the client with a reason") {
   TempDir d;
   const std::string path = d.path() + "/silent.sock";

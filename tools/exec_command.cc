@@ -1,11 +1,12 @@
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <optional>
 #include <iostream>
 #include <string>
-#include <sstream>
 
 #include "runtime/limits.h"
 #include "runtime/policy.h"
@@ -111,9 +112,15 @@ bool build_policy(const ExecOptions& o, proto::ExecArgs& a, std::string& error) 
     arg.source = absolute(b.substr(0, first));
     std::string rest = b.substr(first + 1);
     auto second = rest.rfind(':');
-    if (second != std::string::npos && (rest.substr(second + 1) == "ro" || rest.substr(second + 1) == "rw")) {
-      arg.writable = rest.substr(second + 1) == "rw";
-      rest = rest.substr(0, second);
+    if (second != std::string::npos) {
+      const std::string mode = rest.substr(second + 1);
+      if (mode == "ro" || mode == "rw") {
+        arg.writable = mode == "rw";
+        rest = rest.substr(0, second);
+      } else if (mode.find('/') == std::string::npos) {
+        // Not a path's tail: a mistyped mode (RW, readonly) must not become part of DST.
+        return error = "--bind " + b + ": unknown mode '" + mode + "' (ro or rw)", false;
+      }
     }
     arg.target = rest;
     if (arg.source.empty() || arg.target.empty() || arg.target[0] != '/')
@@ -126,6 +133,36 @@ bool build_policy(const ExecOptions& o, proto::ExecArgs& a, std::string& error) 
   a.cpus = o.cpus.value_or(0);
   a.max_file_size = o.max_file_size.value_or(0);
   return true;
+}
+
+// --stdin's bytes: corral's own stdin ("-") or a file, read up to the limit and no further (an
+// endless source is refused once it passes the limit, not read to its end).
+std::optional<std::string> read_stdin_source(const std::string& name, std::string& error) {
+  const bool own = name == "-";
+  const int fd = own ? 0 : ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return error = "--stdin: cannot open " + name + ": " + std::strerror(errno), std::nullopt;
+  struct Closer {
+    int fd;
+    bool own;
+    ~Closer() {
+      if (!own) ::close(fd);
+    }
+  } closer{fd, own};
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+    return error = "--stdin: " + (own ? std::string("corral's stdin") : name) + " is a directory", std::nullopt;
+  std::string data;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return error = "--stdin: reading " + (own ? std::string("stdin") : name) + ": " + std::strerror(errno), std::nullopt;
+    if (n == 0) return data;
+    data.append(buf, static_cast<std::size_t>(n));
+    if (data.size() > limits::kMaxStdin)
+      return error = "--stdin: more than " + format_size(limits::kMaxStdin) + " (the limit); nothing was run",
+             std::nullopt;
+  }
 }
 
 // Builds the request; false (with a message) for a usage error. Values arrive bounds-checked.
@@ -159,22 +196,9 @@ bool build_args(const ExecOptions& o, proto::ExecArgs& a, std::string& error) {
   }
   if (!build_policy(o, a, error)) return false;
   if (!o.stdin_file.empty()) {
-    std::string data;
-    if (o.stdin_file == "-") {
-      std::ostringstream ss;
-      ss << std::cin.rdbuf();
-      data = ss.str();
-    } else {
-      std::ifstream in(o.stdin_file, std::ios::binary);
-      if (!in) return error = "--stdin: cannot open " + o.stdin_file + ": " + std::strerror(errno), false;
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      data = ss.str();
-    }
-    if (data.size() > limits::kMaxStdin)
-      return error = "--stdin: " + std::to_string(data.size()) + " bytes is over the " +
-                     format_size(limits::kMaxStdin) + " limit", false;
-    a.stdin_data = std::move(data);
+    auto data = read_stdin_source(o.stdin_file, error);
+    if (!data) return false;
+    a.stdin_data = std::move(*data);
   }
   return true;
 }
