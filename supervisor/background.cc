@@ -46,7 +46,6 @@ StatusOr<std::string> BackgroundTable::start(ExecSpec spec, const std::shared_pt
   rec->id = "bg" + std::to_string(next_id_++);
   rec->owner = owner;
   rec->scope = scope;
-  spec.timeout = std::chrono::milliseconds(0);  // no deadline; owned and cancellable instead
   spec.retain_output = false;
   std::weak_ptr<Record> weak = rec;
   auto sink = [this, weak](StreamId s, std::string_view data) {

@@ -299,7 +299,12 @@ void ExecRequests::on_exec(const proto::Message& msg) {
     return s_.send_error(id, ErrorCode::invalid_request, "an authorized launch runs in the foreground (no --background)");
   auto spec = s_.prepare_spec(id, req, *scope, "cmd-");
   if (!spec) return;
-  if (req.background()) spec->timeout = std::chrono::milliseconds(0);  // owned and cancellable instead
+  if (req.background()) {
+    // Owned and cancellable instead: no deadline and no total output cap unless the request
+    // names them (its unread output waits in the background table's bounded buffers).
+    if (req.timeout_ms() == 0) spec->timeout = std::chrono::milliseconds(0);
+    if (req.max_output_bytes() == 0) spec->unlimited_output = true;
+  }
   ExecSpec logged = *spec;
   logged.stdin_data.reset();
 

@@ -257,6 +257,47 @@ TEST_CASE("a scope holds at most 256 background commands; the limit is checked b
   CHECK(wait_until([&] { return processes_with(marker).empty(); }, 30s));
 }
 
+TEST_CASE("a background command has no total output cap and no deadline unless it names them") {
+  Server s;
+  auto start = [&](std::vector<std::string> opts, std::vector<std::string> argv) {
+    std::vector<std::string> args = {"exec", "--background"};
+    args.insert(args.end(), opts.begin(), opts.end());
+    args.push_back("--");
+    args.insert(args.end(), argv.begin(), argv.end());
+    auto r = cli(args, s.socket());
+    REQUIRE(r.exit_code == 0);
+    return last_line(r.out);
+  };
+  // Polled until it ends; returns the bytes it wrote and its final state line.
+  auto drain = [&](const std::string& id, std::string& state) {
+    auto c = s.connect();
+    REQUIRE(c);
+    std::size_t got = 0;
+    std::uint64_t rid = 0;
+    REQUIRE(wait_until([&] {
+      ++rid;
+      proto::Received r = must(c->call(rid, proto::make_poll(rid, id)));
+      const proto::PollReply* p = r.msg->body_as_PollReply();
+      REQUIRE(p);
+      if (p->stdout()) got += p->stdout()->size();
+      state = proto::str(p->state());
+      if (state != "running" && p->result()) state += std::string(" ") + proto::EnumNameExitStatus(p->result()->status());
+      return state.rfind("running", 0) != 0;
+    }, 60s));
+    return got;
+  };
+  // 3 MiB, well past the foreground default cap of 1M: all of it, and it exits.
+  std::string state;
+  CHECK(drain(start({}, {kHelper, "write", std::to_string(3 << 20)}), state) == (3u << 20));
+  CHECK(state == "exited exited");
+  // A cap it names is its whole life's.
+  CHECK(drain(start({"--max-output", "100K"}, {kHelper, "write", std::to_string(3 << 20)}), state) == 100u * 1024);
+  CHECK(state == "failed output_limit");
+  // A deadline it names ends it.
+  drain(start({"--timeout", "300ms"}, {kHelper, "sleep", "30"}), state);
+  CHECK(state == "failed timed_out");
+}
+
 TEST_CASE("a uid's unpolled background output is held within its 64 MiB budget; past it output pauses, none is lost") {
   Server s;
   const std::string id = last_line(cli({"scope", "create"}, s.socket()).out);

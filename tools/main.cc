@@ -220,8 +220,9 @@ void add_exec(CLI::App& app, Runners& runners) {
       ->type_name("SIZE")->transform(size_in(1, cap_limits::kMaxFileSize));
   exec->add_option("--scope", exec_opts.scope, "run in this scope (from `corral scope create`)");
   exec->add_flag("--background", exec_opts.background,
-                 "start it and print its id alone on the last line; no deadline; drain output with "
-                 "`corral poll ID`, end it with `corral stop ID` (default scope: your uid's detached one)");
+                 "start it and print its id alone on the last line; no deadline and no total output cap "
+                 "unless --timeout or --max-output names one; drain output with `corral poll ID`, end it with "
+                 "`corral stop ID` (default scope: your uid's detached one)");
   exec->add_option("--authorize-cmd", exec_opts.authorize_cmd,
                    "authorized launch: corral prepares the command up to exec, then runs CMD with a JSON "
                    "description of exactly what will run on stdin; exit 0 grants (within 30s). Not launched: "
