@@ -609,6 +609,10 @@ int receive_listener(int sock) {
 
 // The command's stack while it borrows init's memory (run_init), and its entry.
 alignas(64) char command_stack[256 * 1024];
+// run_init: the peak resident size the command inherits from init's memory (see there), and
+// how far above it a peak still counts as init's (its own stack and setup after the note).
+std::uint64_t g_inherited_rss_kb = 0;
+constexpr std::uint64_t kInheritedRssSlackKb = 1024;
 int command_main(void* plan) { run_command(*static_cast<SandboxPlan*>(plan)); }
 
 // Closes every fd but the `n` in `keep` (unsorted, -1 entries ignored), without allocating.
@@ -669,7 +673,8 @@ void close_all_except(int* keep, std::size_t n) {
           ::getrusage(RUSAGE_CHILDREN, &ru);
           report.user_cpu_us = static_cast<std::uint64_t>(ru.ru_utime.tv_sec) * 1'000'000 + ru.ru_utime.tv_usec;
           report.sys_cpu_us = static_cast<std::uint64_t>(ru.ru_stime.tv_sec) * 1'000'000 + ru.ru_stime.tv_usec;
-          report.max_rss_kb = static_cast<std::uint64_t>(ru.ru_maxrss);
+          const auto peak = static_cast<std::uint64_t>(ru.ru_maxrss);
+          report.max_rss_kb = peak > g_inherited_rss_kb + kInheritedRssSlackKb ? peak : 0;
           [[maybe_unused]] auto n = ::write(plan.report_fd, &report, sizeof report);
           ::_exit(0);
         }
@@ -742,6 +747,13 @@ void join_cgroup(const SandboxPlan& plan) {
   // not sit out: that one gets a copy, by a raw clone (not glibc's fork(): no atfork handlers,
   // no malloc or stdio locks taken in a copy of a process that may have had other threads, nor
   // ASan's fork interceptor).
+  // The command starts on a copy of our memory, and exec records the peak of the memory it
+  // left as the command's own (ru_maxrss): a copy of the supervisor's, tens of MB. Noted here,
+  // so that a peak no higher is reported as not measured rather than as the command's.
+  {
+    struct rusage self {};
+    if (::getrusage(RUSAGE_SELF, &self) == 0) g_inherited_rss_kb = static_cast<std::uint64_t>(self.ru_maxrss);
+  }
   pid_t command;
   if (plan.release_fd < 0) {
     command = ::clone(command_main, command_stack + sizeof command_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);

@@ -101,6 +101,17 @@ TEST_CASE("CLI --json prints the result record") {
     CAPTURE(key);
     CHECK(r.out.find(key) != std::string::npos);
   }
+  // max_rss_kb is the command's own peak: what a small command inherits from its init (a copy
+  // of the supervisor) is not reported as its own, and a big one's is.
+  auto small = cli({"exec", "--json", "--", "/bin/true"}, s.socket());
+  CHECK(small.out.find("\"max_rss_kb\":null") != std::string::npos);
+  auto big = cli({"exec", "--json", "--memory", "512M", "--", kHelper, "alloc", "200"}, s.socket());
+  CAPTURE(big.out);
+  const auto at = big.out.find("\"max_rss_kb\":");
+  REQUIRE(at != std::string::npos);
+  const long kb = std::atol(big.out.c_str() + at + 13);
+  CHECK(kb >= 200 * 1024);
+  CHECK(kb < 400 * 1024);
   r = cli({"exec", "--json", "--", "corral-no-such-program"}, s.socket());
   CHECK(r.exit_code == 127);
   CHECK(r.out.find("\"status\":\"setup_error\"") != std::string::npos);

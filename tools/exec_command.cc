@@ -74,7 +74,7 @@ std::string result_json(const Result& r) {
   j["wall_ms"] = r.wall_ms;
   j["user_cpu_ms"] = r.user_cpu_ms;
   j["sys_cpu_ms"] = r.sys_cpu_ms;
-  j["max_rss_kb"] = r.max_rss_kb;
+  j["max_rss_kb"] = r.max_rss_kb ? Json(r.max_rss_kb) : Json(nullptr);  // 0: not measured
   j["memory_peak_kb"] = r.memory_peak_kb ? Json(*r.memory_peak_kb) : Json(nullptr);
   j["enforced"] = r.enforced;
   j["temp_dir"] = r.temp_dir;

@@ -67,7 +67,7 @@ json result_record(const proto::ExecResult& r, const std::string& out, const std
             {"wall_ms", r.wall_ms()},
             {"user_cpu_ms", r.user_cpu_ms()},
             {"sys_cpu_ms", r.sys_cpu_ms()},
-            {"max_rss_kb", r.max_rss_kb()},
+            {"max_rss_kb", r.max_rss_kb() ? json(r.max_rss_kb()) : json(nullptr)},  // 0: not measured
             {"memory_peak_kb", r.memory_peak_kb() ? json(*r.memory_peak_kb()) : json(nullptr)},
             {"enforced", json::array()},
             {"temp_dir", proto::str(r.temp_dir())}};

@@ -37,7 +37,7 @@ class Timings:
     wall_ms: int
     user_cpu_ms: int
     sys_cpu_ms: int
-    max_rss_kb: int                 # the largest process
+    max_rss_kb: int                 # the largest process; 0: not measured (docs/design.md)
     memory_peak_kb: Optional[int]   # the whole tree, where a cgroup measured it
 
 
