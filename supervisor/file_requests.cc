@@ -26,13 +26,14 @@ constexpr std::uint64_t kReplyOverhead = 64 * 1024;
 using StringVec = flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>;
 
 // The policy a command in this scope would get with the request's mode and workspaces
-// (narrow() in runtime/policy.h), as file-tool roots: the workspace roots, then the scope's
-// temp dir, writable unless read-only; danger-full-access adds "/", writable. The scope's
+// (narrow() in runtime/policy.h), as file-tool roots: the workspace roots, writable unless
+// read-only, then the scope's temp dir, writable in every mode; danger-full-access adds "/",
+// writable. The scope's
 // --deny-read and the supervisor's hidden paths are unreadable, its --protect read-only.
 // Each root is resolved by descriptor walk (runtime/host_path.h) with the calling thread's
 // credentials (the peer's: as_peer below); `held` keeps the descriptors alive.
 StatusOr<files::Roots> make_roots(const StringVec* workspaces, flatbuffers::Optional<proto::Mode> mode,
-                                  const FileContext& ctx, std::vector<HostPath>& held) {
+                                  const FileContext& ctx, std::vector<HostPath>& held, Mode* effective = nullptr) {
   PolicyRequest asked;
   if (mode.has_value()) {
     auto m = from_wire(*mode);
@@ -47,6 +48,7 @@ StatusOr<files::Roots> make_roots(const StringVec* workspaces, flatbuffers::Opti
   auto policy = narrow(ctx.scope_policy, ctx.ceiling, asked);
   if (!policy.ok()) return policy.status();
   files::Roots roots;
+  if (effective) *effective = policy->mode;
   const bool writable = policy->mode != Mode::read_only;
   auto add = [&](const std::string& path, const std::string& what, bool w) -> Status {
     auto r = resolve_host_path(path, what);
@@ -60,7 +62,8 @@ StatusOr<files::Roots> make_roots(const StringVec* workspaces, flatbuffers::Opti
   };
   for (const auto& w : policy->workspaces)
     if (Status st = add(w, "workspace root", writable); !st.ok()) return st;
-  if (Status st = add(ctx.temp_dir, "the scope's temp dir", writable); !st.ok()) return st;
+  // Writable in every mode, as a command's /tmp is (README, "Policy by mode").
+  if (Status st = add(ctx.temp_dir, "the scope's temp dir", true); !st.ok()) return st;
   if (policy->mode == Mode::danger_full_access) {  // anywhere the peer's uid may
     if (Status st = add("/", "/", true); !st.ok()) return st;
   }
@@ -118,13 +121,19 @@ proto::Frame handle_read_as_peer(std::uint64_t id, const proto::ReadRequest& req
 
 proto::Frame handle_write_as_peer(std::uint64_t id, const proto::WriteRequest& req, const FileContext& ctx) {
   std::vector<HostPath> held;
-  auto roots = make_roots(req.workspaces(), req.mode(), ctx, held);
+  Mode mode = Mode::workspace_write;
+  auto roots = make_roots(req.workspaces(), req.mode(), ctx, held, &mode);
   if (!roots.ok()) return error_frame(id, roots.status());
-  if (std::find(roots->writable.begin(), roots->writable.end(), true) == roots->writable.end())
-    return proto::make_error(id, ErrorCode::refused_by_policy, "writes are refused in read-only mode");
+  const std::string path = command_view(proto::str(req.path()), ctx);
+  // A relative path lands in the first root: the temp dir where no workspace is named.
+  const bool in_temp = !path.empty() && path[0] == '/' ? beneath(path, ctx.temp_dir)
+                                                        : !roots->roots.empty() && roots->roots.front() == ctx.temp_dir;
+  if (mode == Mode::read_only && !in_temp)
+    return proto::make_error(id, ErrorCode::refused_by_policy,
+                             "writes are refused in read-only mode (but to /tmp, the scope's temp dir)");
   std::string_view data;
   if (req.data()) data = {reinterpret_cast<const char*>(req.data()->data()), req.data()->size()};
-  Status st = files::write_file(*roots, command_view(proto::str(req.path()), ctx), data, req.binary(), files::kDefaultWrite);
+  Status st = files::write_file(*roots, path, data, req.binary(), files::kDefaultWrite);
   if (!st.ok()) return error_frame(id, st);
   return proto::make_write_result(id, data.size());
 }

@@ -1019,7 +1019,7 @@ TEST_CASE("16. file tools through the CLI: every refused path shape, and the wor
       {"read", {}, ws + "/procroot/etc/passwd", "'" + ws + "/procroot/etc/passwd': " + escapes},
       {"write", {}, ws + "/procroot" + t.outside + "/new", "'" + ws + "/procroot" + t.outside + "/new': " + escapes},
       {"ls", {}, ws + "/procroot", "'" + ws + "/procroot': " + escapes},
-      {"write", {"--mode", "read-only"}, ws + "/ro.txt", "writes are refused in read-only mode"},
+      {"write", {"--mode", "read-only"}, ws + "/ro.txt", "writes are refused in read-only mode (but to /tmp, the scope's temp dir)"},
   };
   for (const auto& r : refusals) {
     CAPTURE(r.tool);
@@ -1032,6 +1032,14 @@ TEST_CASE("16. file tools through the CLI: every refused path shape, and the wor
     CHECK(run.out.empty());
     CHECK(run.err == "corral: " + r.message + "\n");
   }
+  // A read-only scope's /tmp is writable, to its commands and so to the file tools.
+  const std::string ro = scope_id_of(cli_in({"scope", "create", "--mode", "read-only"}, s.socket(), ""));
+  CliRun put_tmp = cli_in({"write", "--scope", ro, "/tmp/in.txt"}, s.socket(), "data\n");
+  CHECK(put_tmp.exit_code == 0);
+  CHECK(cli_in({"exec", "--scope", ro, "--", "/bin/cat", "/tmp/in.txt"}, s.socket(), "").out == "data\n");
+  CHECK(cli_in({"write", "--scope", ro, "--workspace", ws, ws + "/ro2.txt"}, s.socket(), "x").exit_code == 1);
+  CHECK_FALSE(path_exists(ws + "/ro2.txt"));
+  cli_in({"scope", "close", ro}, s.socket(), "");
   // Invalid UTF-8 needs --binary.
   CliRun bad = cli_in({"write", "--workspace", ws, ws + "/bin"}, s.socket(), "ok\xff");
   CHECK(bad.exit_code == 1);
@@ -1271,7 +1279,7 @@ TEST_CASE("20. file tools obey the scope: no write in a read-only scope, its den
     args.push_back(t.ws + "/new");
     CliRun w = cli_in(args, s.socket(), "pwned");
     CHECK(w.exit_code == 1);
-    CHECK(w.err == "corral: writes are refused in read-only mode\n");
+    CHECK(w.err == "corral: writes are refused in read-only mode (but to /tmp, the scope's temp dir)\n");
   }
   CHECK_FALSE(path_exists(t.ws + "/new"));
   CHECK(cli_in({"read", "--scope", ro, t.ws + "/secret"}, s.socket(), "").out == "SCOPE SECRET");
