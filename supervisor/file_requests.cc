@@ -44,6 +44,9 @@ StatusOr<files::Roots> make_roots(const StringVec* workspaces, flatbuffers::Opti
   own.mode = asked.mode.value_or(ctx.scope_policy.mode);
   own.workspaces = strings(workspaces);
   if (Status st = normalize(own); !st.ok()) return st;
+  // A workspace in one of the supervisor's own directories is refused as a command's would be
+  // (naming them, not the --deny-read that also hides them from the file tools).
+  if (Status st = refuse_hidden(own, ctx.hidden_paths); !st.ok()) return st;
   asked.workspaces = std::move(own.workspaces);
   auto policy = narrow(ctx.scope_policy, ctx.ceiling, asked);
   if (!policy.ok()) return policy.status();

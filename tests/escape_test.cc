@@ -680,7 +680,7 @@ TEST_CASE("7. the supervisor's socket outside /tmp: its directory is masked in e
         std::string::npos);
 }
 
-TEST_CASE("7b. no workspace, bind or scope may contain the supervisor's own directories; one beneath them may") {
+TEST_CASE("7b. no workspace, bind or scope may contain or lie in the supervisor's own directories; one beside them may") {
   ServerAt s(kHostDir, {});
   const std::string own = "one of the supervisor's own directories";
   auto refused = [&](const std::vector<std::string>& args, const std::string& what) {
@@ -698,7 +698,20 @@ TEST_CASE("7b. no workspace, bind or scope may contain the supervisor's own dire
             "workspace root " + s.dir() + " contains or lies in ");
   }
   refused({"exec", "--bind", s.dir() + ":/opt/x", "--", kHelper, "exit", "0"}, "--bind source " + s.dir());
-  // Nor anything inside them: the socket itself, in every mode.
+  // Nor anything inside them, for commands and file tools alike: the socket itself, in every
+  // mode, and a directory in the socket's.
+  const std::string inside = s.sock_dir() + "/ws";
+  REQUIRE(std::filesystem::create_directories(inside));
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"exec", "--workspace", inside, "--", kHelper, "exit", "0"}, {"ls", "--workspace", inside, inside}}) {
+    if (nonroot()) {
+      // The non-root client cannot even reach into the socket's directory (0711): refused first
+      // for that, by its own credentials.
+      CHECK(client(args, s.socket()).exit_code != 0);
+    } else {
+      refused(args, "workspace root " + inside + " contains or lies in");
+    }
+  }
   for (const auto& mode : kModes)
     refused({"exec", "--mode", mode, "--bind", s.socket() + ":/opt/s.sock", "--", kHelper, "exit", "0"},
             "--bind source " + s.socket() + " contains or lies in");
