@@ -425,13 +425,24 @@ TEST_CASE("CLI: --stdin reads its source up to the limit and no further; --bind 
   // An endless source is refused once past the limit (a read to its end would never end).
   r = run({"exec", "--socket", s.socket(), "--stdin", "/dev/zero", "--", "/bin/cat"});
   CHECK(r.exit_code == 125);
-  CHECK(r.err.find("--stdin: more than 8M (the limit); nothing was run") != std::string::npos);
+  CHECK(r.err.find("--stdin: more than 8M (the limit); nothing was done") != std::string::npos);
   r = run({"exec", "--socket", s.socket(), "--stdin", d.path(), "--", "/bin/cat"});
   CHECK(r.exit_code == 125);
   CHECK(r.err.find("is a directory") != std::string::npos);
   r = run({"exec", "--socket", s.socket(), "--stdin", d.path() + "/missing", "--", "/bin/cat"});
   CHECK(r.exit_code == 125);
   CHECK(r.err.find("cannot open") != std::string::npos);
+  // corral write reads its stdin up to its own limit (1M) and no further.
+  r = run({"write", "--socket", s.socket(), "--workspace", ws.path, ws.path + "/big"}, std::string((1 << 20) + 1, 'x'));
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("write: more than 1M (the limit); nothing was done") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(ws.path + "/big"));
+  // Without --scope, /tmp is the command's own scope's, gone when it ends: refused, not lost.
+  for (const std::string tool : {"write", "read", "ls"}) {
+    r = run({tool, "--socket", s.socket(), "/tmp/x.txt"}, "data");
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("name the scope with --scope ID") != std::string::npos);
+  }
   // A mistyped mode is no part of the target path.
   for (const std::string mode : {"RW", "readonly", "xx"}) {
     r = run({"exec", "--socket", s.socket(), "--bind", d.path() + ":/mnt/w:" + mode, "--", "/bin/true"});

@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -7,9 +8,12 @@
 extern char** environ;
 
 #include <cerrno>
+#include <cstring>
+#include <optional>
 #include <iostream>
 
 #include "runtime/policy.h"
+#include "runtime/units.h"
 #include "tools/commands.h"
 #include "worker_proto/client.h"
 
@@ -28,6 +32,36 @@ void write_all(int fd, std::string_view data) {
       return;  // a closed stdout must not stop us from reporting the exit status
     }
     data.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+// Reads `name` ("-": our own stdin) up to `limit` bytes and no further: an endless source is
+// refused once past the limit, not read to the end of memory. The message names `what`.
+std::optional<std::string> read_input(const std::string& name, std::size_t limit, const std::string& what,
+                                      std::string& error) {
+  const bool own = name == "-";
+  const std::string shown = own ? std::string("stdin") : name;
+  const int fd = own ? 0 : ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return error = what + ": cannot open " + name + ": " + std::strerror(errno), std::nullopt;
+  struct Closer {
+    int fd;
+    bool own;
+    ~Closer() {
+      if (!own) ::close(fd);
+    }
+  } closer{fd, own};
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) return error = what + ": " + shown + " is a directory", std::nullopt;
+  std::string data;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return error = what + ": reading " + shown + ": " + std::strerror(errno), std::nullopt;
+    if (n == 0) return data;
+    data.append(buf, static_cast<std::size_t>(n));
+    if (data.size() > limit)
+      return error = what + ": more than " + format_size(limit) + " (the limit); nothing was done", std::nullopt;
   }
 }
 

@@ -135,6 +135,10 @@ int complain(int code, const std::string& message);
 void write_all(int fd, std::string_view data);
 // A path typed relative to the caller's cwd, made absolute (the supervisor has another cwd).
 std::string absolute(const std::string& path);
+// Reads `name` ("-": corral's own stdin) up to `limit` bytes and no further; nullopt with a
+// message naming `what` for a directory, an open or read error, or a source past the limit.
+std::optional<std::string> read_input(const std::string& name, std::size_t limit, const std::string& what,
+                                      std::string& error);
 // The wire's Mode and Network for a mode or network given on the command line. Not given
 // stays absent on the wire: the scope's (docs/threat-model.md "Scopes narrow").
 std::optional<proto::Mode> wire_mode(std::optional<Mode> mode);

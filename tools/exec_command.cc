@@ -135,36 +135,6 @@ bool build_policy(const ExecOptions& o, proto::ExecArgs& a, std::string& error) 
   return true;
 }
 
-// --stdin's bytes: corral's own stdin ("-") or a file, read up to the limit and no further (an
-// endless source is refused once it passes the limit, not read to its end).
-std::optional<std::string> read_stdin_source(const std::string& name, std::string& error) {
-  const bool own = name == "-";
-  const int fd = own ? 0 : ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return error = "--stdin: cannot open " + name + ": " + std::strerror(errno), std::nullopt;
-  struct Closer {
-    int fd;
-    bool own;
-    ~Closer() {
-      if (!own) ::close(fd);
-    }
-  } closer{fd, own};
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
-    return error = "--stdin: " + (own ? std::string("corral's stdin") : name) + " is a directory", std::nullopt;
-  std::string data;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return error = "--stdin: reading " + (own ? std::string("stdin") : name) + ": " + std::strerror(errno), std::nullopt;
-    if (n == 0) return data;
-    data.append(buf, static_cast<std::size_t>(n));
-    if (data.size() > limits::kMaxStdin)
-      return error = "--stdin: more than " + format_size(limits::kMaxStdin) + " (the limit); nothing was run",
-             std::nullopt;
-  }
-}
-
 // Builds the request; false (with a message) for a usage error. Values arrive bounds-checked.
 bool build_args(const ExecOptions& o, proto::ExecArgs& a, std::string& error) {
   if (o.shell.has_value() == !o.argv.empty()) {
@@ -196,7 +166,7 @@ bool build_args(const ExecOptions& o, proto::ExecArgs& a, std::string& error) {
   }
   if (!build_policy(o, a, error)) return false;
   if (!o.stdin_file.empty()) {
-    auto data = read_stdin_source(o.stdin_file, error);
+    auto data = read_input(o.stdin_file, limits::kMaxStdin, "--stdin", error);
     if (!data) return false;
     a.stdin_data = std::move(*data);
   }

@@ -1,7 +1,7 @@
 // corral read, corral write, corral ls: the confined file tools, from a shell.
 #include <iostream>
-#include <sstream>
 
+#include "runtime/file_tools.h"
 #include "runtime/units.h"
 #include "tools/commands.h"
 #include "supervisor/json_text.h"
@@ -12,6 +12,12 @@ namespace {
 
 bool common(const FileOptions& o, proto::FileArgs& a, std::string& error) {
   if (o.path.empty()) return error = "no PATH given", false;
+  // Without --scope, /tmp is this command's own scope's temp dir, gone when it ends: a write
+  // there would be lost, and a read or listing would show an empty directory.
+  if (o.scope.empty() && (o.path == "/tmp" || o.path.rfind("/tmp/", 0) == 0))
+    return error = o.path + ": /tmp is a scope's temp dir; name the scope with --scope ID (from `corral scope "
+                            "create`), else it is this command's own, gone when it ends",
+           false;
   a.path = o.path;
   a.scope = o.scope;
   for (const auto& w : o.workspaces) a.workspaces.push_back(absolute(w));
@@ -44,9 +50,9 @@ int run_write(const FileOptions& o) {
   std::string error;
   if (!common(o, a, error)) return complain(kUsage, error);
   a.binary = o.binary;
-  std::ostringstream ss;
-  ss << std::cin.rdbuf();
-  a.data = ss.str();
+  auto data = read_input("-", files::kDefaultWrite, "write", error);
+  if (!data) return complain(kFailed, error);
+  a.data = std::move(*data);
   proto::Received reply;
   if (int rc = request(o.socket, proto::make_write(1, a), reply); rc != kOk) return rc;
   if (!reply.msg->body_as_WriteResult()) return complain(kFailed, "unexpected reply to a write");
