@@ -29,6 +29,8 @@ namespace {
 using asio::awaitable;
 using Clock = std::chrono::steady_clock;
 constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
+// How long an ended command's output waits in its pipes for a paused reader (arm_linger).
+constexpr std::chrono::hours kPausedLinger{1};
 
 bool has_nul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
 
@@ -136,6 +138,8 @@ struct Execution::State : std::enable_shared_from_this<State> {
   void decide(ExitStatus s) {
     if (!decided) decided = s;
   }
+  // Stopped or ended by its owner (a cancel, a closed connection or scope): no reader comes back.
+  bool decided_cancelled() const { return decided && *decided == ExitStatus::cancelled; }
 
   // Ends the process group: SIGKILL now, or SIGTERM then SIGKILL after the grace period.
   void kill_tree(bool graceful) {
@@ -160,6 +164,12 @@ struct Execution::State : std::enable_shared_from_this<State> {
       decide(ExitStatus::cancelled);
       return;
     }
+    if (process.reaped()) {
+      // Nothing left to stop but what its pipes still hold (a paused reader's): that goes
+      // now, so the command finishes whether or not its reader ever comes back.
+      close_output();
+      return;
+    }
     decide(ExitStatus::cancelled);
     if (graceful && grace_timer.expiry() > Clock::now()) return;  // already stopping
     kill_tree(graceful);
@@ -176,11 +186,7 @@ struct Execution::State : std::enable_shared_from_this<State> {
   void set_paused(bool p) {
     if (p == paused) return;
     paused = p;
-    if (p) {
-      linger.cancel();
-      return;
-    }
-    gate.cancel();
+    if (!p) gate.cancel();
     if (spawned && process.reaped() && !output_closed && !finished) arm_linger();
   }
 
@@ -243,17 +249,19 @@ struct Execution::State : std::enable_shared_from_this<State> {
     grace_timer.cancel();
     std::error_code ignored;
     stdin_w.close(ignored);
-    if (!paused) arm_linger();
+    arm_linger();
   }
 
   // Once the command has ended, output still buffered in the pipes is drained; a descendant
   // that escaped the group and holds a pipe open gets the grace period, then the pipes are
-  // closed. Not while output is paused (back-pressure): what the pipes hold is the reader's,
-  // and the clock starts again when it resumes.
+  // closed. While output is paused (back-pressure) what the pipes hold is the reader's, who
+  // will come back for it (a background command's poll): it gets up to an hour, and the clock
+  // starts again when it resumes. Stopping or ending the command closes them at once.
   void arm_linger() {
-    linger.expires_after(std::max(spec.grace, std::chrono::milliseconds(100)));
+    const bool reader_returns = paused && !decided_cancelled();
+    linger.expires_after(reader_returns ? kPausedLinger : std::max(spec.grace, std::chrono::milliseconds(100)));
     linger.async_wait([self = shared_from_this()](std::error_code ec) {
-      if (!ec && !self->paused) self->close_output();
+      if (!ec) self->close_output();
     });
   }
 

@@ -44,14 +44,31 @@ asio::awaitable<void> Transport::reader() {
   while (!closed_ && !flush_then_close_) {
     // Frames read while requests were paused go first, in order, once they may.
     drain_held();
-    const bool paused = reading_paused();
-    // Paused: requests wait, but the socket is still read, up to a bound, so that a Cancel
-    // and the client's going away are seen meanwhile. Past the bound, only its going away.
-    if (paused && (held_bytes_ >= limits_.max_queued || held_.size() >= kMaxHeldFrames)) {
-      reader_wake_.expires_after(kHangupPoll);
-      co_await reader_wake_.async_wait(use_tuple);
-      if (!closed_ && !flush_then_close_ && reading_paused() && peer_gone(socket_.native_handle())) break;
-      continue;
+    // Paused: requests wait, but the socket is still read, within bounds, so that a Cancel and
+    // the client's going away are seen meanwhile. The bounds: the held frames (bytes, counted
+    // before a frame is read, from its header; and a count), and the replies queued (frames
+    // read while paused may answer at once: an unknown Cancel, a malformed frame). Past them,
+    // only the client's going away is watched for.
+    if (reading_paused()) {
+      bool room = held_.size() < kMaxHeldFrames && queued_bytes_ <= limits_.max_queued &&
+                  queue_.size() < kMaxHeldFrames;
+      if (room) {
+        co_await socket_.async_wait(asio::socket_base::wait_read, use_tuple);
+        if (closed_ || flush_then_close_) break;
+        if (!reading_paused()) continue;
+        std::uint8_t header[proto::kHeaderBytes];
+        const ssize_t n = ::recv(socket_.native_handle(), header, sizeof header, MSG_PEEK | MSG_DONTWAIT);
+        if (n == static_cast<ssize_t>(sizeof header)) {
+          const std::uint64_t length = proto::read_length(header);
+          room = length <= limits_.max_frame ? held_bytes_ + length <= limits_.max_queued : true;  // too big: refused below
+        }
+      }
+      if (!room) {
+        reader_wake_.expires_after(kHangupPoll);
+        co_await reader_wake_.async_wait(use_tuple);
+        if (!closed_ && !flush_then_close_ && reading_paused() && peer_gone(socket_.native_handle())) break;
+        continue;
+      }
     }
     const FrameRead in = co_await read_frame(socket_, limits_.max_frame, payload);
     if (in.end == FrameRead::End::closed) {
@@ -76,8 +93,9 @@ asio::awaitable<void> Transport::reader() {
     }
     const std::uint64_t id = in.msg->request_id();
     if (in.msg->body_type() == proto::Body::Cancel) {
-      // One for a request still held: it never starts.
-      auto it = std::find_if(held_.begin(), held_.end(), [id](const Held& h) { return h.request_id == id; });
+      // One for a request still held: it never starts. (Only a frame that starts a request:
+      // an Authorization or a HostReply held for a running one carries its id too.)
+      auto it = std::find_if(held_.begin(), held_.end(), [id](const Held& h) { return h.starts && h.request_id == id; });
       if (it != held_.end()) {
         held_bytes_ -= it->payload.size();
         held_.erase(it);
@@ -88,7 +106,9 @@ asio::awaitable<void> Transport::reader() {
       continue;
     }
     held_bytes_ += payload.size();
-    held_.push_back({std::move(payload), id});
+    const proto::Body type = in.msg->body_type();
+    const bool starts = type != proto::Body::Authorization && type != proto::Body::HostReply;
+    held_.push_back({std::move(payload), id, starts});
     payload = {};
   }
 }

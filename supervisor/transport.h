@@ -114,6 +114,7 @@ class Transport {
   struct Held {
     std::vector<std::uint8_t> payload;
     std::uint64_t request_id;
+    bool starts;  // starts a request (not an answer for a running one: Authorization, HostReply)
   };
   std::deque<Held> held_;
   std::uint64_t held_bytes_ = 0;

@@ -185,6 +185,80 @@ TEST_CASE("a connection whose requests wait for reply room still sees its cancel
   CHECK(st.msg->body_as_StatusReply()->connections() == 1);
 }
 
+namespace {
+
+std::uint32_t running_commands(Server& s) {
+  auto c = s.connect();
+  REQUIRE(c);
+  proto::Received st = must(c->call(1, proto::make_status_request(1)));
+  REQUIRE(st.msg->body_as_StatusReply());
+  return st.msg->body_as_StatusReply()->running_commands();
+}
+
+}  // namespace
+
+TEST_CASE("a command whose output nobody reads ends with its client: paused after it exited, nothing is kept") {
+  Server s;
+  const std::string marker = "corral-unread-" + std::to_string(::getpid());
+  auto scope_dirs = [&] {  // the connections' scope temp dirs under the supervisor's temp root
+    std::size_t n = 0;
+    for (const auto& root : std::filesystem::directory_iterator(s.dir()))
+      if (root.is_directory() && root.path().filename().string().rfind("corral-", 0) == 0)
+        for (const auto& e : std::filesystem::directory_iterator(root.path()))
+          n += e.path().filename().string().rfind("corral-scope-", 0) == 0;
+    return n;
+  };
+  // 20 MiB: blocked on its full pipe when its client goes. 4.5 MiB: the queue (4 MiB) and its
+  // pipe hold all of it, so it has exited, paused, when its client goes.
+  for (long bytes : {20l << 20, (9l << 20) / 2, 20l << 20, (9l << 20) / 2}) {
+    CAPTURE(bytes);
+    auto c = s.connect();
+    REQUIRE(c);
+    proto::ExecArgs a;
+    a.argv = {kHelper, "write", std::to_string(bytes), "out", marker};
+    a.max_output_bytes = 64u << 20;
+    REQUIRE(c->send(proto::make_exec(1, a)));
+    REQUIRE(wait_until([&] { return !processes_with(marker).empty(); }, 20s));
+    CHECK(scope_dirs() > 0);  // what is counted below exists while it runs
+    if (bytes < (5l << 20)) REQUIRE(wait_until([&] { return processes_with(marker).empty(); }, 20s));
+    else std::this_thread::sleep_for(1s);
+    c.reset();  // never read a byte
+  }
+  // Each ends with its connection: counted out, and its scope's temp dir (a tmpfs) gone.
+  CHECK(wait_until([&] { return running_commands(s) == 0; }, 10s));
+  CHECK(wait_until([&] { return scope_dirs() == 0; }, 10s));
+}
+
+TEST_CASE("a paused connection's answered frames (unknown cancels, malformed frames) are bounded too") {
+  Server s;
+  auto c = s.connect();
+  REQUIRE(c);
+  proto::ExecArgs a;
+  a.argv = {kHelper, "sleep", "60", "corral-paused-flood"};
+  for (std::uint64_t id = 1; id <= 5; ++id) REQUIRE(c->send(proto::make_exec(id, a)));  // 5 MiB reserved: paused
+  std::this_thread::sleep_for(500ms);
+  const std::uint64_t before = rss_kb(s.pid());
+  // Cancels for ids nobody started, as fast as the socket takes them, for three seconds; the
+  // client reads nothing. Each would queue an answer: the supervisor must stop reading.
+  std::size_t sent = 0;
+  const auto end = std::chrono::steady_clock::now() + 3s;
+  std::vector<std::uint8_t> batch;
+  for (std::uint64_t id = 1000; batch.size() < (256u << 10); ++id) {
+    proto::Frame f = proto::make_cancel(id, true);
+    batch.insert(batch.end(), f.begin(), f.end());
+  }
+  while (std::chrono::steady_clock::now() < end) {
+    const ssize_t n = ::send(c->fd(), batch.data(), batch.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) sent += static_cast<std::size_t>(n);
+    else std::this_thread::sleep_for(10ms);
+  }
+  CAPTURE(sent);
+  CHECK(sent < (64u << 20));  // it stopped taking them
+  CHECK(rss_kb(s.pid()) < before + 48 * 1024);
+  c.reset();
+  CHECK(wait_until([&] { return processes_with("corral-paused-flood").empty(); }, 10s));
+}
+
 TEST_CASE("a root supervisor's event loop runs at a higher priority than its pools and sandboxes") {
   if (::geteuid() != 0) {
     MESSAGE("skipped: raising a thread's priority needs CAP_SYS_NICE (this test runs as uid " << ::geteuid() << ")");
