@@ -283,7 +283,7 @@ TEST_CASE("the CLI sends mode and network absent unless a flag was given") {
   }
   for (const char* tool : {"read", "write", "ls"}) {
     CAPTURE(tool);
-    auto payload = cap.request_of({tool, "/tmp/x"});
+    auto payload = cap.request_of({tool, "/srv/x"});
     const proto::Message* m = verified(payload);
     auto mode = m->body_type() == proto::Body::ReadRequest    ? m->body_as_ReadRequest()->mode()
                 : m->body_type() == proto::Body::WriteRequest ? m->body_as_WriteRequest()->mode()
