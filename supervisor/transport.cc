@@ -61,6 +61,8 @@ asio::awaitable<void> Transport::reader() {
         if (n == static_cast<ssize_t>(sizeof header)) {
           const std::uint64_t length = proto::read_length(header);
           room = length <= limits_.max_frame ? held_bytes_ + length <= limits_.max_queued : true;  // too big: refused below
+        } else if (n > 0) {
+          room = false;  // a header still arriving: its length decides, so wait for it
         }
       }
       if (!room) {
