@@ -186,8 +186,8 @@ void add_exec(CLI::App& app, Runners& runners) {
                  "defaults")
       ->type_name("NAME=VALUE")->check(env_entry());
   exec->add_option("--cwd", exec_opts.cwd, "working directory (default: the scope's private temp dir)");
-  exec->add_option("--stdin", exec_opts.stdin_file, "file to feed as stdin; '-' for corral's own stdin "
-                   "(default: /dev/null)");
+  exec->add_option("--stdin", exec_opts.stdin_file, "file to feed as stdin, read whole before the command starts "
+                   "(at most 8M); '-' for corral's own stdin (default: /dev/null)");
   exec->add_flag("--json", exec_opts.json, "print the result record as one JSON object");
   exec->add_option("--mode", exec_opts.mode,
                    "read-only | workspace-write | danger-full-access: what the command may write "
