@@ -329,7 +329,13 @@ TEST_CASE("a uid's unpolled background output is held within its 64 MiB budget; 
     rss = rss_kb(s.pid());
     return rss == before;
   }, 30s));
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's quarantine keeps every freed buffer resident (up to 256 MB): the supervisor's RSS
+  // says nothing about what it holds. The main build checks it; the bytes below are checked here.
+  MESSAGE("ASan build: the supervisor's RSS (" << rss << " kB) is not checked (freed memory stays in ASan's quarantine)");
+#else
   CHECK(rss < 112 * 1024);  // the budget and the supervisor, not 128 MiB of output
+#endif
   // Every byte of every command arrives, polled in turn (paused ones resume as the budget
   // frees), although each command ended long ago: a paused pipe is not closed on its reader.
   std::uint64_t rid = 1000;
