@@ -44,6 +44,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -132,14 +133,18 @@ void BM_SpawnPipesFloor(benchmark::State& state) {
 BENCHMARK(BM_SpawnPipesFloor)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // bubblewrap with every namespace, as a sandboxing tool is usually run for one command.
-void BM_Bwrap(benchmark::State& state) {
+// bwrap's command line for kProgram, or none (the benchmark skipped, saying why).
+std::optional<std::vector<const char*>> bwrap_argv(benchmark::State& state) {
   if (::access(kBwrap, X_OK) != 0) {
     state.SkipWithError("no /usr/bin/bwrap (tools/setup.sh installs bubblewrap)");
-    return;
+    return std::nullopt;
   }
-  const std::vector<const char*> argv = {kBwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
-                                         "--dev", "/dev", "--proc", "/proc", kProgram};
-  time_program_runs(state, argv);
+  return std::vector<const char*>{kBwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
+                                  "--dev", "/dev", "--proc", "/proc", kProgram};
+}
+
+void BM_Bwrap(benchmark::State& state) {
+  if (auto argv = bwrap_argv(state)) time_program_runs(state, *argv);
 }
 BENCHMARK(BM_Bwrap)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
@@ -394,15 +399,11 @@ void BM_ExecConcurrent(benchmark::State& state) {
 BENCHMARK(BM_ExecConcurrent)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 void BM_BwrapConcurrent(benchmark::State& state) {
-  if (::access(kBwrap, X_OK) != 0) {
-    state.SkipWithError("no /usr/bin/bwrap (tools/setup.sh installs bubblewrap)");
-    return;
-  }
-  const std::vector<const char*> argv = {kBwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
-                                         "--dev", "/dev", "--proc", "/proc", kProgram};
+  const auto argv = bwrap_argv(state);
+  if (!argv) return;
   for (auto _ : state) {
     std::string error;
-    if (!run_callers([&](int, std::string& err) { spawn_wait(argv, err); }, error)) {
+    if (!run_callers([&](int, std::string& err) { spawn_wait(*argv, err); }, error)) {
       state.SkipWithError(error.c_str());
       break;
     }

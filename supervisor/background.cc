@@ -113,8 +113,10 @@ proto::Frame BackgroundTable::poll(std::uint64_t request_id, const std::string& 
 }
 
 void BackgroundTable::resume_within_budget(uid_t uid) {
+  auto owner = owners_.find(uid);
+  if (owner == owners_.end()) return;  // no record of the uid's left
   for (auto& [id, rec] : records_) {
-    if (owners_[uid].bytes >= kBackgroundBytesPerUid) return;
+    if (owner->second.bytes >= kBackgroundBytesPerUid) return;
     if (rec->owner != uid || !rec->paused || rec->ended || rec->out.size() + rec->err.size() >= kBackgroundBufferBytes)
       continue;
     rec->paused = false;
@@ -167,8 +169,7 @@ void BackgroundTable::purge() {
     }
     it = next;
   }
-  for (uid_t uid : freed)
-    if (owners_.count(uid)) resume_within_budget(uid);
+  for (uid_t uid : freed) resume_within_budget(uid);
 }
 
 }  // namespace corral::supervisor

@@ -13,6 +13,7 @@ extern char** environ;
 #include <iostream>
 
 #include "runtime/policy.h"
+#include "runtime/unique_fd.h"
 #include "runtime/units.h"
 #include "tools/commands.h"
 #include "worker_proto/client.h"
@@ -41,15 +42,9 @@ std::optional<std::string> read_input(const std::string& name, std::size_t limit
                                       std::string& error) {
   const bool own = name == "-";
   const std::string shown = own ? std::string("stdin") : name;
-  const int fd = own ? 0 : ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+  UniqueFd opened(own ? -1 : ::open(name.c_str(), O_RDONLY | O_CLOEXEC));  // ours to close; stdin is not
+  const int fd = own ? 0 : opened.get();
   if (fd < 0) return error = what + ": cannot open " + name + ": " + std::strerror(errno), std::nullopt;
-  struct Closer {
-    int fd;
-    bool own;
-    ~Closer() {
-      if (!own) ::close(fd);
-    }
-  } closer{fd, own};
   struct stat st {};
   if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) return error = what + ": " + shown + " is a directory", std::nullopt;
   std::string data;
